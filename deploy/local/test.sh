@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the project and runs every test against a throwaway PostgreSQL.
+#
+#   deploy/local/test.sh [BUILD_DIR] [extra cmake options...]
+#
+# Installs missing Debian packages first when run as root (a fresh
+# machine), starts its own cluster with deploy/local/pg.sh, exports the PG*
+# variables for ctest, and always stops the cluster again.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+shift || true
+
+"$root/deploy/local/install-deps.sh"
+
+cmake -S "$root" -B "$build" -DCOMPACTION_WERROR=ON "$@" >/dev/null
+cmake --build "$build" -j"$(nproc)"
+
+pgdir=$(mktemp -d /tmp/cpg.XXXXXX)
+trap 'bash "$root/deploy/local/pg.sh" stop "$pgdir"' EXIT
+bash "$root/deploy/local/pg.sh" start "$pgdir"
+# shellcheck disable=SC1091
+. "$pgdir/env"
+
+cd "$build"
+ctest --output-on-failure -j"$(nproc)" --timeout 600

@@ -1,0 +1,78 @@
+// Client: the entry point. Owns a bounded pool of libpq connections and the
+// schema name every query uses.
+//
+// Lifetime: copies share one pool; handles and producers keep it alive.
+// Thread safety: every member may be called from many threads at once.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "compaction/detail/core.hpp"
+#include "compaction/options.hpp"
+#include "compaction/stats.hpp"
+#include "compaction/topic.hpp"
+#include "compaction/tx.hpp"
+
+namespace compaction {
+
+// Version of the SQL baselines this library was built for.
+inline constexpr int kSystemBaselineVersion = 1;
+inline constexpr int kTopicBaselineVersion = 1;
+
+class Client {
+ public:
+  // `conninfo` is a libpq keyword/value string or URI; empty uses the PG*
+  // environment variables (and the passfile). Opens one connection to check
+  // the server is reachable and, when the schema is installed, that its
+  // version matches (SchemaVersionMismatch otherwise).
+  static Client Connect(const std::string& conninfo,
+                        ClientOptions options = {});
+
+  // Creates the schema and the system baseline when absent and records its
+  // version. Idempotent and safe to run concurrently; refuses a database at
+  // another version with SchemaVersionMismatch.
+  void InstallSchema();
+
+  template <Message M>
+  TopicHandle<M> Topic(std::string name) const {
+    return TopicHandle<M>(core_, std::move(name));
+  }
+
+  // Starts a transaction on a pooled connection (READ COMMITTED).
+  Tx Begin();
+
+  // Runs body(Tx&) in a transaction: commits when it returns, rolls back
+  // when it throws (the exception propagates).
+  template <class F>
+  decltype(auto) InTransaction(F&& body) {
+    Tx tx = Begin();
+    if constexpr (std::is_void_v<std::invoke_result_t<F, Tx&>>) {
+      std::forward<F>(body)(tx);
+      tx.Commit();
+    } else {
+      auto result = std::forward<F>(body)(tx);
+      tx.Commit();
+      return result;
+    }
+  }
+
+  // Every registered topic, by name.
+  std::vector<TopicInfo> ListTopics() const;
+  // Every registered topic with its stats (one stats query per topic).
+  std::vector<TopicOverview> ListTopicStats() const;
+  // Untyped TopicHandle<M>::Stats().
+  TopicStats Stats(const std::string& topic_name) const;
+
+  const ClientOptions& options() const;
+  const std::shared_ptr<detail::ClientCore>& core() const { return core_; }
+
+ private:
+  explicit Client(std::shared_ptr<detail::ClientCore> core);
+  std::shared_ptr<detail::ClientCore> core_;
+};
+
+}  // namespace compaction

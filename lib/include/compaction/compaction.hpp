@@ -1,0 +1,12 @@
+// The one umbrella header of libcompaction.
+#pragma once
+
+#include "compaction/client.hpp"
+#include "compaction/errors.hpp"
+#include "compaction/janitor.hpp"
+#include "compaction/message.hpp"
+#include "compaction/options.hpp"
+#include "compaction/producer.hpp"
+#include "compaction/stats.hpp"
+#include "compaction/topic.hpp"
+#include "compaction/tx.hpp"

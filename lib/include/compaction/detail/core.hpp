@@ -1,0 +1,54 @@
+// Non-template entry points behind the typed handles. All SQL and libpq live
+// behind these declarations, in lib/src; the templates only (de)serialize.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compaction/message.hpp"
+#include "compaction/options.hpp"
+#include "compaction/stats.hpp"
+
+namespace compaction {
+class Tx;
+namespace detail {
+
+class ClientCore;  // connection pool, schema name, topic-id cache
+
+struct Outgoing {
+  int schema_version = 0;
+  std::string payload_json;
+};
+
+TopicInfo RegisterTopic(ClientCore& core, const std::string& topic,
+                        const TopicConfig& config);
+void DestroyTopic(ClientCore& core, const std::string& topic);
+TopicInfo FindTopic(ClientCore& core, const std::string& topic);
+TopicStats GetTopicStats(ClientCore& core, const std::string& topic);
+
+std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,
+                                  const std::string& key);
+std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
+                                  const std::string& topic,
+                                  const std::string& key,
+                                  const LockOptions& options);
+std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
+                                   const std::string& key, int limit);
+std::vector<RawStored> ListHeads(ClientCore& core, const std::string& topic,
+                                 const ListOptions& options);
+
+ProduceResult Produce(ClientCore& core, const TopicInfo& topic,
+                      const Outgoing& message, const ProduceOptions& options);
+ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const TopicInfo& topic,
+                          const Outgoing& message,
+                          const ProduceOptions& options);
+
+// Serializes a payload; a value nlohmann_json cannot dump (such as a string
+// with invalid UTF-8) is an InvalidArgument.
+std::string DumpPayload(const char* operation, const nlohmann::json& payload);
+
+}  // namespace detail
+}  // namespace compaction

@@ -1,0 +1,112 @@
+// The one error hierarchy of libcompaction. Each class tells the caller what
+// to do next; messages name the operation and never carry passwords or payloads.
+//
+//   Error
+//   ├── InvalidArgument        fix the input; raised before anything is written
+//   ├── TopicNotFound          register the topic first (or check its name)
+//   ├── SchemaVersionMismatch  the database was installed by another version
+//   ├── MessageDecodeError     a stored payload does not decode into the type
+//   │   └── MessageSchemaVersionMismatch  stored vs compiled schema version
+//   ├── ConnectionLost         the connection broke; the transaction is gone
+//   ├── CommitOutcomeUnknown   the connection broke during COMMIT
+//   └── DatabaseError          any other server error, with its SQLSTATE
+//       ├── LockTimeout        lock_timeout expired (55P03)
+//       └── RetryableError     serialization failure or deadlock: retry the tx
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace compaction {
+
+class Error : public std::runtime_error {
+ public:
+  Error(std::string operation, const std::string& message);
+  // The library operation that failed, e.g. "LockCompactionHead".
+  const std::string& operation() const noexcept { return operation_; }
+
+ private:
+  std::string operation_;
+};
+
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+class TopicNotFound : public Error {
+ public:
+  TopicNotFound(std::string operation, const std::string& topic_name);
+  const std::string& topic_name() const noexcept { return topic_name_; }
+
+ private:
+  std::string topic_name_;
+};
+
+class SchemaVersionMismatch : public Error {
+ public:
+  SchemaVersionMismatch(std::string operation, const std::string& subject,
+                        int found, int expected);
+  int found() const noexcept { return found_; }
+  int expected() const noexcept { return expected_; }
+
+ private:
+  int found_;
+  int expected_;
+};
+
+class MessageDecodeError : public Error {
+ public:
+  MessageDecodeError(std::string operation, std::int64_t message_id,
+                     const std::string& reason);
+  std::int64_t message_id() const noexcept { return message_id_; }
+
+ private:
+  std::int64_t message_id_;
+};
+
+class MessageSchemaVersionMismatch : public MessageDecodeError {
+ public:
+  MessageSchemaVersionMismatch(std::string operation, std::int64_t message_id,
+                               int stored_version, int expected_version);
+  int stored_version() const noexcept { return stored_version_; }
+  int expected_version() const noexcept { return expected_version_; }
+
+ private:
+  int stored_version_;
+  int expected_version_;
+};
+
+class ConnectionLost : public Error {
+ public:
+  using Error::Error;
+};
+
+class CommitOutcomeUnknown : public Error {
+ public:
+  using Error::Error;
+};
+
+class DatabaseError : public Error {
+ public:
+  DatabaseError(std::string operation, std::string sqlstate,
+                const std::string& message);
+  // Five-character SQLSTATE, e.g. "23505".
+  const std::string& sqlstate() const noexcept { return sqlstate_; }
+
+ private:
+  std::string sqlstate_;
+};
+
+class LockTimeout : public DatabaseError {
+ public:
+  using DatabaseError::DatabaseError;
+};
+
+class RetryableError : public DatabaseError {
+ public:
+  using DatabaseError::DatabaseError;
+};
+
+}  // namespace compaction

@@ -1,0 +1,109 @@
+// Message types, stored messages and the (de)serialization contract.
+//
+// A message type M declares `static constexpr int kSchemaVersion` and has
+// nlohmann_json `to_json`/`from_json` found by ADL. RawMessage is the untyped
+// message for tools: it keeps whatever schema version is stored.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "compaction/errors.hpp"
+
+namespace compaction {
+
+// A message that carries its own schema version and any JSON payload.
+struct RawMessage {
+  int schema_version = 1;
+  nlohmann::json payload;
+  bool operator==(const RawMessage&) const = default;
+};
+
+template <class M>
+concept TypedMessage = requires(const M& m, nlohmann::json& j) {
+  { M::kSchemaVersion } -> std::convertible_to<int>;
+  { nlohmann::json(m) };
+  { j.get<M>() };
+};
+
+template <class M>
+concept Message = TypedMessage<M> || std::same_as<M, RawMessage>;
+
+struct CompactionOptions {
+  // Orders versions of one key: a higher (schema_version, rank, id) wins.
+  std::int64_t rank = 0;
+};
+
+struct ProduceOptions {
+  std::optional<std::string> message_key;
+  // Set: this message is a version of its key and competes for the head.
+  std::optional<CompactionOptions> compaction;
+};
+
+struct ProduceResult {
+  std::int64_t id = 0;
+  std::chrono::system_clock::time_point created_at;
+  // True when this message became its key's compaction head.
+  bool head_advanced = false;
+};
+
+template <class M>
+struct StoredMessage {
+  std::int64_t id = 0;
+  std::string message_key;  // empty for a message produced without a key
+  int schema_version = 0;
+  std::optional<std::int64_t> compaction_rank;
+  std::chrono::system_clock::time_point created_at;
+  M message;
+};
+
+namespace detail {
+
+// A stored row before decoding; what the non-template code returns.
+using RawStored = StoredMessage<RawMessage>;
+
+// Encodes/decodes one message type. Specialized for RawMessage below.
+template <class M>
+struct Codec {
+  static int SchemaVersion(const M&) { return M::kSchemaVersion; }
+  static nlohmann::json Encode(const M& m) { return nlohmann::json(m); }
+  static M Decode(const char* operation, const RawStored& raw) {
+    if (raw.schema_version != M::kSchemaVersion) {
+      throw MessageSchemaVersionMismatch(operation, raw.id, raw.schema_version,
+                                         M::kSchemaVersion);
+    }
+    try {
+      return raw.message.payload.template get<M>();
+    } catch (const nlohmann::json::exception& e) {
+      throw MessageDecodeError(operation, raw.id, e.what());
+    }
+  }
+};
+
+template <>
+struct Codec<RawMessage> {
+  static int SchemaVersion(const RawMessage& m) { return m.schema_version; }
+  static nlohmann::json Encode(const RawMessage& m) { return m.payload; }
+  static RawMessage Decode(const char*, const RawStored& raw) {
+    return raw.message;
+  }
+};
+
+template <class M>
+StoredMessage<M> DecodeStored(const char* operation, RawStored raw) {
+  M message = Codec<M>::Decode(operation, raw);
+  return StoredMessage<M>{raw.id,
+                          std::move(raw.message_key),
+                          raw.schema_version,
+                          raw.compaction_rank,
+                          raw.created_at,
+                          std::move(message)};
+}
+
+}  // namespace detail
+}  // namespace compaction

@@ -1,0 +1,45 @@
+// Plain option and result structs shared by the public API.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace compaction {
+
+struct ClientOptions {
+  // Schema holding every table; always quoted as an identifier.
+  std::string schema = "compaction";
+  // Connections the client opens at most (plain reads, produces, Begin).
+  int pool_size = 4;
+  // Shown in pg_stat_activity.application_name.
+  std::string application_name = "libcompaction";
+};
+
+struct TopicConfig {
+  // How long a headless (lock-only) row may stay untouched before the
+  // janitor may delete it. Must be positive.
+  std::chrono::milliseconds headless_ttl = std::chrono::hours(1);
+};
+
+struct TopicInfo {
+  std::int64_t id = 0;
+  std::string name;
+  std::chrono::milliseconds headless_ttl{0};
+};
+
+struct ListOptions {
+  // Return heads with message_key strictly greater than this (paging).
+  std::string after_key;
+  // Page size, 1..10000.
+  int limit = 100;
+};
+
+struct LockOptions {
+  // Bounds how long LockCompactionHead waits for the key's row lock. On
+  // expiry it throws LockTimeout and the caller's transaction stays usable.
+  std::optional<std::chrono::milliseconds> lock_timeout;
+};
+
+}  // namespace compaction

@@ -1,0 +1,120 @@
+// TopicHandle<M> and KeyHandle<M>: named handles onto a topic and one of its
+// message keys. Creating a handle does no I/O; every call resolves the topic
+// by name. Lifetime: handles keep the client's connection pool alive and are
+// cheap to copy. Thread safety: safe to use from many threads at once.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compaction/detail/core.hpp"
+#include "compaction/message.hpp"
+#include "compaction/options.hpp"
+#include "compaction/producer.hpp"
+#include "compaction/stats.hpp"
+#include "compaction/tx.hpp"
+
+namespace compaction {
+
+template <Message M>
+class KeyHandle {
+ public:
+  KeyHandle(std::shared_ptr<detail::ClientCore> core, std::string topic,
+            std::string message_key)
+      : core_(std::move(core)),
+        topic_(std::move(topic)),
+        message_key_(std::move(message_key)) {}
+
+  // Plain read outside any transaction: the key's materialized head, or
+  // nullopt when the key has none (absent or headless).
+  std::optional<StoredMessage<M>> CompactionHead() const {
+    return Decode("CompactionHead",
+                  detail::ReadHead(*core_, topic_, message_key_));
+  }
+
+  // Ensures and locks the key's compaction-head row FOR UPDATE inside `tx`
+  // (the topic is resolved through `tx` too), creating a headless row when
+  // the key has none. Returns the head message, or nullopt for a headless
+  // row. The lock is held until `tx` ends; produce the next value with
+  // Producer::ProduceInTx on the same `tx`.
+  std::optional<StoredMessage<M>> LockCompactionHead(
+      Tx& tx, const LockOptions& options = {}) const {
+    return Decode("LockCompactionHead",
+                  detail::LockHead(*core_, tx, topic_, message_key_, options));
+  }
+
+  // The key's messages, newest first, superseded ones included.
+  std::vector<StoredMessage<M>> Messages(int limit) const {
+    std::vector<StoredMessage<M>> out;
+    for (auto& raw : detail::KeyMessages(*core_, topic_, message_key_, limit)) {
+      out.push_back(detail::DecodeStored<M>("Messages", std::move(raw)));
+    }
+    return out;
+  }
+
+  const std::string& message_key() const { return message_key_; }
+  const std::string& topic_name() const { return topic_; }
+
+ private:
+  static std::optional<StoredMessage<M>> Decode(
+      const char* operation, std::optional<detail::RawStored> raw) {
+    if (!raw) return std::nullopt;
+    return detail::DecodeStored<M>(operation, std::move(*raw));
+  }
+
+  std::shared_ptr<detail::ClientCore> core_;
+  std::string topic_;
+  std::string message_key_;
+};
+
+template <Message M>
+class TopicHandle {
+ public:
+  TopicHandle(std::shared_ptr<detail::ClientCore> core, std::string name)
+      : core_(std::move(core)), name_(std::move(name)) {}
+
+  // Creates the topic and its tables in one transaction, or updates the TTL
+  // of an existing topic (the newest TTL wins). Validates the name
+  // ([a-z0-9._-], 1..100 characters, starting with a letter or digit) and
+  // headless_ttl > 0 before any write.
+  TopicInfo Register(const TopicConfig& config = {}) {
+    return detail::RegisterTopic(*core_, name_, config);
+  }
+
+  KeyHandle<M> Key(std::string message_key) const {
+    return KeyHandle<M>(core_, name_, std::move(message_key));
+  }
+
+  // Resolves the topic once; throws TopicNotFound when it is not registered.
+  Producer<M> RegisterProducer() {
+    return Producer<M>(core_, detail::FindTopic(*core_, name_));
+  }
+
+  // Materialized heads in message_key order, after options.after_key.
+  std::vector<StoredMessage<M>> ListCompactionHeads(
+      const ListOptions& options = {}) const {
+    std::vector<StoredMessage<M>> out;
+    for (auto& raw : detail::ListHeads(*core_, name_, options)) {
+      out.push_back(
+          detail::DecodeStored<M>("ListCompactionHeads", std::move(raw)));
+    }
+    return out;
+  }
+
+  TopicStats Stats() const { return detail::GetTopicStats(*core_, name_); }
+  TopicInfo Info() const { return detail::FindTopic(*core_, name_); }
+
+  // Drops the topic row and its tables. Throws TopicNotFound when absent.
+  void Destroy() { detail::DestroyTopic(*core_, name_); }
+
+  const std::string& name() const { return name_; }
+
+ private:
+  std::shared_ptr<detail::ClientCore> core_;
+  std::string name_;
+};
+
+}  // namespace compaction

@@ -1,0 +1,52 @@
+// Tx: one database transaction on one connection.
+//
+// Lifetime: an owned Tx (from Client::Begin or Client::InTransaction) holds a
+// pooled connection until it is committed, rolled back or destroyed; the
+// destructor rolls back. A borrowed Tx (Tx::Borrow) wraps a caller's own
+// connection that is already inside a transaction; it never commits, rolls
+// back or closes that connection. Thread safety: a Tx is used by one thread
+// at a time, like the connection under it.
+#pragma once
+
+#include <memory>
+
+struct pg_conn;  // libpq's PGconn; no public header includes libpq-fe.h
+
+namespace compaction {
+
+namespace detail {
+class TxState;
+}
+
+class Tx {
+ public:
+  // Wraps `connection`, which must already be inside a transaction block
+  // (BEGIN issued by the caller). The caller keeps ownership and decides the
+  // outcome with its own COMMIT or ROLLBACK. Throws InvalidArgument when the
+  // connection is null, broken or not inside a transaction.
+  static Tx Borrow(pg_conn* connection);
+
+  Tx(Tx&&) noexcept;
+  Tx& operator=(Tx&&) noexcept;
+  Tx(const Tx&) = delete;
+  Tx& operator=(const Tx&) = delete;
+  ~Tx();
+
+  // Commits an owned transaction. Throws CommitOutcomeUnknown when the
+  // connection breaks during COMMIT, InvalidArgument on a borrowed Tx.
+  void Commit();
+  // Rolls back an owned transaction; no-op once finished.
+  void Rollback();
+
+  bool borrowed() const;
+  pg_conn* native_handle() const;
+
+  // Library internals.
+  detail::TxState& state() const { return *state_; }
+  explicit Tx(std::unique_ptr<detail::TxState> state);
+
+ private:
+  std::unique_ptr<detail::TxState> state_;
+};
+
+}  // namespace compaction

@@ -1,0 +1,71 @@
+#include "compaction/client.hpp"
+
+#include "core.hpp"
+#include "schema.hpp"
+#include "tx_internal.hpp"
+
+namespace compaction {
+
+Client::Client(std::shared_ptr<detail::ClientCore> core)
+    : core_(std::move(core)) {}
+
+Client Client::Connect(const std::string& conninfo, ClientOptions options) {
+  constexpr const char* kOp = "Connect";
+  if (options.pool_size < 1) {
+    throw InvalidArgument(kOp, "pool_size must be at least 1, got " +
+                                   std::to_string(options.pool_size));
+  }
+  if (options.schema.empty()) throw InvalidArgument(kOp, "schema is empty");
+  if (options.schema.size() > 63) {
+    throw InvalidArgument(kOp, "schema name is longer than 63 bytes");
+  }
+  pg::ConnPtr first = pg::Connect(conninfo, options.application_name, kOp);
+  std::string quoted = pg::QuoteIdentifier(first.get(), options.schema);
+  auto core = std::make_shared<detail::ClientCore>(conninfo, std::move(options),
+                                                   std::move(quoted));
+  pg::Connection probe(std::move(first));
+  const std::optional<int> found =
+      detail::InstalledSystemVersion(*core, probe.session(), kOp);
+  if (found && *found != kSystemBaselineVersion) {
+    throw SchemaVersionMismatch(kOp, "schema " + core->schema(), *found,
+                                kSystemBaselineVersion);
+  }
+  return Client(std::move(core));
+}
+
+void Client::InstallSchema() { detail::InstallSchema(*core_); }
+
+Tx Client::Begin() { return detail::BeginTx(*core_); }
+
+const ClientOptions& Client::options() const { return core_->options(); }
+
+namespace detail {
+
+std::optional<TopicInfo> ClientCore::CachedTopic(const std::string& name) {
+  std::lock_guard lock(cache_mutex_);
+  auto it = topics_.find(name);
+  if (it == topics_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ClientCore::CacheTopic(const TopicInfo& topic) {
+  std::lock_guard lock(cache_mutex_);
+  topics_.insert_or_assign(topic.name, topic);
+}
+
+void ClientCore::ForgetTopic(const std::string& name) {
+  std::lock_guard lock(cache_mutex_);
+  topics_.erase(name);
+}
+
+std::string DumpPayload(const char* operation, const nlohmann::json& payload) {
+  try {
+    return payload.dump();
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(operation, std::string("payload does not serialize: ") +
+                                         e.what());
+  }
+}
+
+}  // namespace detail
+}  // namespace compaction

@@ -1,0 +1,87 @@
+// ClientCore: what a Client and its handles share. Owns the connection pool,
+// the quoted schema name and a cache of topic ids for plain reads.
+//
+// Lifetime: shared by Client copies, handles and producers (shared_ptr).
+// Thread safety: all members are safe to use from many threads.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "compaction/detail/core.hpp"
+#include "compaction/options.hpp"
+#include "compaction/tx.hpp"
+#include "pg/connection.hpp"
+#include "pg/pool.hpp"
+
+namespace compaction::detail {
+
+class ClientCore {
+ public:
+  ClientCore(std::string conninfo, ClientOptions options,
+             std::string quoted_schema)
+      : options_(std::move(options)),
+        schema_(std::move(quoted_schema)),
+        pool_(std::move(conninfo), options_.application_name,
+              options_.pool_size) {}
+
+  const ClientOptions& options() const { return options_; }
+  // The quoted schema identifier, ready to splice into SQL.
+  const std::string& schema() const { return schema_; }
+  pg::Pool& pool() { return pool_; }
+
+  // Generated table names come from the numeric topic id only.
+  std::string MessageTable(std::int64_t topic_id) const {
+    return schema_ + ".message_" + std::to_string(topic_id);
+  }
+  std::string HeadTable(std::int64_t topic_id) const {
+    return schema_ + ".compaction_head_" + std::to_string(topic_id);
+  }
+  std::string HeadPkey(std::int64_t topic_id) const {
+    return "compaction_head_" + std::to_string(topic_id) + "_pkey";
+  }
+
+  std::optional<TopicInfo> CachedTopic(const std::string& name);
+  void CacheTopic(const TopicInfo& topic);
+  void ForgetTopic(const std::string& name);
+
+ private:
+  const ClientOptions options_;
+  const std::string schema_;
+  pg::Pool pool_;
+  std::mutex cache_mutex_;
+  std::unordered_map<std::string, TopicInfo> topics_;
+};
+
+// The state behind a Tx.
+class TxState {
+ public:
+  explicit TxState(pg::Pool::Lease lease)
+      : session_((*lease).session()), lease_(std::move(lease)) {}
+  explicit TxState(PGconn* borrowed) : session_{borrowed, nullptr} {}
+
+  pg::Session session() const { return session_; }
+  bool borrowed() const { return !lease_.has_value(); }
+  bool finished() const { return finished_; }
+  void MarkFinished() {
+    finished_ = true;
+    lease_.reset();
+  }
+
+ private:
+  pg::Session session_;
+  std::optional<pg::Pool::Lease> lease_;
+  bool finished_ = false;
+};
+
+// Runs `fn(session)` on a pooled connection outside any transaction.
+template <class F>
+decltype(auto) WithConnection(ClientCore& core, const char* operation, F&& fn) {
+  pg::Pool::Lease lease = core.pool().Acquire(operation);
+  return std::forward<F>(fn)((*lease).session());
+}
+
+}  // namespace compaction::detail

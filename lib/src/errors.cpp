@@ -1,0 +1,61 @@
+#include "compaction/errors.hpp"
+
+namespace compaction {
+namespace {
+std::string Prefix(const std::string& operation, const std::string& message) {
+  return operation + ": " + message;
+}
+}  // namespace
+
+Error::Error(std::string operation, const std::string& message)
+    : std::runtime_error(Prefix(operation, message)),
+      operation_(std::move(operation)) {}
+
+TopicNotFound::TopicNotFound(std::string operation,
+                             const std::string& topic_name)
+    : Error(std::move(operation),
+            "topic \"" + topic_name + "\" is not registered"),
+      topic_name_(topic_name) {}
+
+SchemaVersionMismatch::SchemaVersionMismatch(std::string operation,
+                                             const std::string& subject,
+                                             int found, int expected)
+    : Error(std::move(operation),
+            found == 0 ? subject + " is not installed (expected version " +
+                             std::to_string(expected) +
+                             "; run InstallSchema or `compactiond schema "
+                             "install`)"
+                       : subject + " is at version " + std::to_string(found) +
+                             ", this build expects version " +
+                             std::to_string(expected) +
+                             " (pre-v1 baselines change in place: recreate "
+                             "the database)"),
+      found_(found),
+      expected_(expected) {}
+
+MessageDecodeError::MessageDecodeError(std::string operation,
+                                       std::int64_t message_id,
+                                       const std::string& reason)
+    : Error(std::move(operation), "message " + std::to_string(message_id) +
+                                      " does not decode: " + reason),
+      message_id_(message_id) {}
+
+MessageSchemaVersionMismatch::MessageSchemaVersionMismatch(
+    std::string operation, std::int64_t message_id, int stored_version,
+    int expected_version)
+    : MessageDecodeError(std::move(operation), message_id,
+                         "stored schema version " +
+                             std::to_string(stored_version) +
+                             ", message type has schema version " +
+                             std::to_string(expected_version)),
+      stored_version_(stored_version),
+      expected_version_(expected_version) {}
+
+DatabaseError::DatabaseError(std::string operation, std::string sqlstate,
+                             const std::string& message)
+    : Error(std::move(operation),
+            sqlstate.empty() ? message
+                             : message + " (SQLSTATE " + sqlstate + ")"),
+      sqlstate_(std::move(sqlstate)) {}
+
+}  // namespace compaction

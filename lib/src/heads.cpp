@@ -1,0 +1,207 @@
+// Compaction-head reads: the seed's transactional lock loop, plain reads,
+// listing and key history.
+#include <chrono>
+
+#include "compaction/tx.hpp"
+#include "core.hpp"
+#include "rows.hpp"
+#include "topics.hpp"
+#include "validate.hpp"
+
+namespace compaction::detail {
+namespace {
+
+// A lost insert race means another transaction created the key row between
+// our SELECT and INSERT; each round after that normally ends in the next
+// SELECT. Only rows deleted over and over (a janitor with a tiny TTL racing
+// us) can exhaust this, and then a clear error beats spinning.
+constexpr int kMaxLockRounds = 16;
+
+const std::string kSavepoint = "compaction_lock_head";
+
+std::string LockSql(const ClientCore& core, std::int64_t id) {
+  // The marker comment lets tests find this statement in pg_stat_activity.
+  // The join rides along only to save a round trip: after waiting for the
+  // lock, READ COMMITTED re-checks the locked head row but keeps the message
+  // row of the old snapshot, so the caller trusts it only when its id equals
+  // the locked head_id.
+  return "/* compaction:LockCompactionHead */ SELECT h.head_id, " +
+         std::string(kMessageColumns) + " FROM " + core.HeadTable(id) +
+         " h LEFT JOIN " + core.MessageTable(id) +
+         " m ON m.id = h.head_id WHERE h.message_key = $1 FOR UPDATE OF h";
+}
+
+std::string InsertHeadlessSql(const ClientCore& core, std::int64_t id) {
+  return "/* compaction:LockCompactionHead:insert */ INSERT INTO " +
+         core.HeadTable(id) +
+         " (message_key, created_at, updated_at, idle_since) VALUES ($1, "
+         "statement_timestamp(), statement_timestamp(), statement_timestamp()) "
+         "ON CONFLICT ON CONSTRAINT " +
+         core.HeadPkey(id) + " DO NOTHING RETURNING message_key";
+}
+
+std::string RefreshHeadlessSql(const ClientCore& core, std::int64_t id) {
+  return "UPDATE " + core.HeadTable(id) +
+         " SET updated_at = statement_timestamp(), idle_since = "
+         "statement_timestamp() WHERE message_key = $1 AND head_id IS NULL";
+}
+
+std::string MessageByIdSql(const ClientCore& core, std::int64_t id) {
+  return "SELECT " + std::string(kMessageColumns) + " FROM " +
+         core.MessageTable(id) + " m WHERE m.id = $1";
+}
+
+// One pass of the loop. Returns true and fills `head` when the key row is
+// locked (head empty for a headless row); false after a lost insert race.
+bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
+                  const std::string& key, std::optional<RawStored>& head) {
+  constexpr const char* kOp = "LockCompactionHead";
+  pg::Result locked =
+      pg::Exec(s, kOp, LockSql(core, topic_id), pg::Params().Add(key));
+  if (PQntuples(locked.get()) == 1) {
+    const std::optional<std::int64_t> head_id = pg::OptInt64(locked.get(), 0, 0);
+    if (!head_id) {
+      // Locked again: restart the headless row's TTL under our lock.
+      pg::Exec(s, kOp, RefreshHeadlessSql(core, topic_id), pg::Params().Add(key));
+      head.reset();
+      return true;
+    }
+    if (pg::OptInt64(locked.get(), 0, 1) == head_id) {
+      head = ParseStored(kOp, locked.get(), 0, 1);
+      return true;
+    }
+    // The head moved while we waited: read the new message with a fresh
+    // snapshot; the row lock keeps it the head.
+    pg::Result m = pg::Exec(s, kOp, MessageByIdSql(core, topic_id),
+                            pg::Params().Add(*head_id));
+    head = ParseStored(kOp, m.get(), 0, 0);
+    return true;
+  }
+  pg::Result inserted =
+      pg::Exec(s, kOp, InsertHeadlessSql(core, topic_id), pg::Params().Add(key));
+  head.reset();
+  return PQntuples(inserted.get()) == 1;  // our new row is locked by us
+}
+
+std::optional<RawStored> LockLoop(ClientCore& core, pg::Session s,
+                                  std::int64_t topic_id,
+                                  const std::string& key) {
+  std::optional<RawStored> head;
+  for (int round = 0; round < kMaxLockRounds; ++round) {
+    if (TryLockRound(core, s, topic_id, key, head)) return head;
+  }
+  throw RetryableError("LockCompactionHead", "",
+                       "the key row vanished after " +
+                           std::to_string(kMaxLockRounds) +
+                           " lost insert races; retry the transaction");
+}
+
+// Runs `body` with lock_timeout set, inside a savepoint so that a timeout
+// (or any statement error) leaves the caller's transaction usable, and
+// restores the caller's lock_timeout afterwards.
+template <class F>
+auto WithLockTimeout(pg::Session s, std::chrono::milliseconds timeout, F&& body) {
+  constexpr const char* kOp = "LockCompactionHead";
+  if (timeout.count() <= 0) {
+    throw InvalidArgument(kOp, "lock_timeout must be positive");
+  }
+  pg::Result old = pg::ExecScript(
+      s.conn, kOp,
+      "SAVEPOINT " + kSavepoint +
+          "; SELECT current_setting('lock_timeout'), "
+          "set_config('lock_timeout', '" +
+          std::to_string(timeout.count()) + "ms', true)");
+  const std::string previous(pg::Text(old.get(), 0, 0));
+  try {
+    auto result = body();
+    pg::ExecScript(s.conn, kOp,
+                   "SELECT set_config('lock_timeout', " +
+                       pg::QuoteLiteral(s.conn, previous) +
+                       ", true); RELEASE SAVEPOINT " + kSavepoint);
+    return result;
+  } catch (...) {
+    // Undoes the failed statement and the lock_timeout setting alike. When
+    // even that fails (connection gone) the original error is the news.
+    try {
+      pg::ExecScript(s.conn, kOp,
+                     "ROLLBACK TO SAVEPOINT " + kSavepoint +
+                         "; RELEASE SAVEPOINT " + kSavepoint);
+    } catch (const Error&) {
+    }
+    throw;
+  }
+}
+
+}  // namespace
+
+std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
+                                  const std::string& topic,
+                                  const std::string& key,
+                                  const LockOptions& options) {
+  constexpr const char* kOp = "LockCompactionHead";
+  ValidateTopicName(kOp, topic);
+  ValidateMessageKey(kOp, key);
+  if (tx.state().finished()) throw InvalidArgument(kOp, "transaction already finished");
+  const pg::Session s = tx.state().session();
+  // Resolved through the caller's transaction, never the cache, so the whole
+  // operation sees one database transaction.
+  const TopicInfo info = ResolveTopic(core, s, kOp, topic);
+  if (!options.lock_timeout) return LockLoop(core, s, info.id, key);
+  return WithLockTimeout(s, *options.lock_timeout,
+                         [&] { return LockLoop(core, s, info.id, key); });
+}
+
+std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,
+                                  const std::string& key) {
+  constexpr const char* kOp = "CompactionHead";
+  ValidateTopicName(kOp, topic);
+  ValidateMessageKey(kOp, key);
+  return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t)
+                                         -> std::optional<RawStored> {
+    pg::Result r = pg::Exec(
+        s, kOp,
+        "SELECT " + std::string(kMessageColumns) + " FROM " +
+            core.HeadTable(t.id) + " h JOIN " + core.MessageTable(t.id) +
+            " m ON m.id = h.head_id WHERE h.message_key = $1",
+        pg::Params().Add(key));
+    if (PQntuples(r.get()) == 0) return std::nullopt;
+    return ParseStored(kOp, r.get(), 0, 0);
+  });
+}
+
+std::vector<RawStored> ListHeads(ClientCore& core, const std::string& topic,
+                                 const ListOptions& options) {
+  constexpr const char* kOp = "ListCompactionHeads";
+  ValidateTopicName(kOp, topic);
+  ValidateLimit(kOp, "limit", options.limit, kMaxPageSize);
+  if (!options.after_key.empty()) ValidateMessageKey(kOp, options.after_key);
+  return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
+    pg::Result r = pg::Exec(
+        s, kOp,
+        "SELECT " + std::string(kMessageColumns) + " FROM " +
+            core.HeadTable(t.id) + " h JOIN " + core.MessageTable(t.id) +
+            " m ON m.id = h.head_id WHERE h.message_key > $1 "
+            "ORDER BY h.message_key LIMIT $2",
+        pg::Params().Add(options.after_key).Add(options.limit));
+    return ParseAllStored(kOp, r.get());
+  });
+}
+
+std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
+                                   const std::string& key, int limit) {
+  constexpr const char* kOp = "Messages";
+  ValidateTopicName(kOp, topic);
+  ValidateMessageKey(kOp, key);
+  ValidateLimit(kOp, "limit", limit, kMaxPageSize);
+  return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
+    pg::Result r = pg::Exec(s, kOp,
+                            "SELECT " + std::string(kMessageColumns) +
+                                " FROM " + core.MessageTable(t.id) +
+                                " m WHERE m.message_key = $1 "
+                                "ORDER BY m.id DESC LIMIT $2",
+                            pg::Params().Add(key).Add(limit));
+    return ParseAllStored(kOp, r.get());
+  });
+}
+
+}  // namespace compaction::detail

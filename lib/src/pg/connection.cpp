@@ -1,0 +1,137 @@
+#include "pg/connection.hpp"
+
+#include <charconv>
+
+#include "compaction/errors.hpp"
+#include "pg/sqlstate.hpp"
+
+namespace compaction::pg {
+namespace {
+
+std::string TrimmedErrorMessage(PGconn* conn) {
+  std::string message = conn ? PQerrorMessage(conn) : "no connection";
+  while (!message.empty() &&
+         (message.back() == '\n' || message.back() == ' ')) {
+    message.pop_back();
+  }
+  return message.empty() ? "unknown libpq error" : message;
+}
+
+bool Succeeded(const PGresult* result) {
+  if (result == nullptr) return false;
+  const ExecStatusType status = PQresultStatus(result);
+  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+}
+
+}  // namespace
+
+std::vector<const char*> Params::Pointers() const {
+  std::vector<const char*> out;
+  out.reserve(values_.size());
+  for (const auto& v : values_) out.push_back(v ? v->c_str() : nullptr);
+  return out;
+}
+
+const std::string& PreparedCache::Prepare(PGconn* conn, const char* operation,
+                                          const std::string& sql,
+                                          int n_params) {
+  auto it = names_.find(sql);
+  if (it != names_.end()) return it->second;
+  std::string name = "compaction_" + std::to_string(next_++);
+  Result result(PQprepare(conn, name.c_str(), sql.c_str(), n_params, nullptr));
+  if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());
+  return names_.emplace(sql, std::move(name)).first->second;
+}
+
+Result Exec(Session session, const char* operation, const std::string& sql,
+            const Params& params) {
+  const std::vector<const char*> values = params.Pointers();
+  Result result;
+  if (session.cache != nullptr) {
+    const std::string& name =
+        session.cache->Prepare(session.conn, operation, sql, params.size());
+    result.reset(PQexecPrepared(session.conn, name.c_str(), params.size(),
+                                values.data(), nullptr, nullptr, 0));
+  } else {
+    result.reset(PQexecParams(session.conn, sql.c_str(), params.size(),
+                              nullptr, values.data(), nullptr, nullptr, 0));
+  }
+  if (!Succeeded(result.get())) ThrowError(operation, session.conn, result.get());
+  return result;
+}
+
+Result ExecScript(PGconn* conn, const char* operation, const std::string& sql) {
+  Result result(PQexec(conn, sql.c_str()));
+  if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());
+  return result;
+}
+
+ConnPtr Connect(const std::string& conninfo,
+                const std::string& application_name, const char* operation) {
+  // dbname is expanded as a conninfo string or URI; the keywords after it
+  // override what it says, so the client's application_name wins.
+  const char* keywords[] = {"dbname", "application_name", nullptr};
+  const char* values[] = {conninfo.c_str(), application_name.c_str(), nullptr};
+  ConnPtr conn(PQconnectdbParams(keywords, values, /*expand_dbname=*/1));
+  if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
+    throw ConnectionLost(operation,
+                         "cannot connect: " + TrimmedErrorMessage(conn.get()));
+  }
+  return conn;
+}
+
+std::string QuoteIdentifier(PGconn* conn, const std::string& name) {
+  char* quoted = PQescapeIdentifier(conn, name.c_str(), name.size());
+  if (quoted == nullptr) {
+    throw InvalidArgument("QuoteIdentifier", TrimmedErrorMessage(conn));
+  }
+  std::string out(quoted);
+  PQfreemem(quoted);
+  return out;
+}
+
+std::string QuoteLiteral(PGconn* conn, const std::string& value) {
+  char* quoted = PQescapeLiteral(conn, value.c_str(), value.size());
+  if (quoted == nullptr) {
+    throw InvalidArgument("QuoteLiteral", TrimmedErrorMessage(conn));
+  }
+  std::string out(quoted);
+  PQfreemem(quoted);
+  return out;
+}
+
+std::int64_t Int64(const PGresult* r, int row, int col) {
+  const std::string_view text = Text(r, row, col);
+  std::int64_t value = 0;
+  const auto [ptr, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size()) {
+    throw DatabaseError("decode", "", "not an integer: column " +
+                                          std::string(PQfname(r, col)));
+  }
+  return value;
+}
+
+std::optional<std::int64_t> OptInt64(const PGresult* r, int row, int col) {
+  if (IsNull(r, row, col)) return std::nullopt;
+  return Int64(r, row, col);
+}
+
+bool Bool(const PGresult* r, int row, int col) {
+  return Text(r, row, col) == "t";
+}
+
+[[noreturn]] void ThrowError(const char* operation, PGconn* conn,
+                             const PGresult* result) {
+  const char* state =
+      result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  // The primary message only: DETAIL lines can quote key values.
+  const char* primary =
+      result ? PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
+  const std::string message =
+      primary ? std::string(primary) : TrimmedErrorMessage(conn);
+  const bool broken = conn == nullptr || PQstatus(conn) == CONNECTION_BAD;
+  ThrowForSqlState(operation, state ? state : "", message, broken);
+}
+
+}  // namespace compaction::pg

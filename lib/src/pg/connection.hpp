@@ -1,0 +1,106 @@
+// RAII over libpq: results, connections and the one Exec helper that checks
+// the status of every statement and throws the mapped compaction::Error.
+// This directory is the only code that calls libpq.
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace compaction::pg {
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const noexcept { PQclear(r); }
+};
+using Result = std::unique_ptr<PGresult, ResultDeleter>;
+
+struct ConnDeleter {
+  void operator()(PGconn* c) const noexcept { PQfinish(c); }
+};
+using ConnPtr = std::unique_ptr<PGconn, ConnDeleter>;
+
+// Text-format statement parameters; nullopt is SQL NULL.
+class Params {
+ public:
+  Params& Add(std::string value) {
+    values_.emplace_back(std::move(value));
+    return *this;
+  }
+  Params& Add(std::int64_t value) { return Add(std::to_string(value)); }
+  Params& Add(int value) { return Add(std::to_string(value)); }
+  Params& AddNull() {
+    values_.emplace_back(std::nullopt);
+    return *this;
+  }
+  template <class T>
+  Params& Add(const std::optional<T>& value) {
+    return value ? Add(*value) : AddNull();
+  }
+  int size() const { return static_cast<int>(values_.size()); }
+  std::vector<const char*> Pointers() const;
+
+ private:
+  std::vector<std::optional<std::string>> values_;
+};
+
+// Per-connection cache of prepared statements, keyed by SQL text. Not
+// thread-safe: it belongs to one connection.
+class PreparedCache {
+ public:
+  // Returns the statement name for `sql`, preparing it on first use.
+  const std::string& Prepare(PGconn* conn, const char* operation,
+                             const std::string& sql, int n_params);
+  void Clear() { names_.clear(); }
+
+ private:
+  std::unordered_map<std::string, std::string> names_;
+  std::uint64_t next_ = 0;
+};
+
+// A connection plus the statement cache that belongs to it; the cache is
+// null for a borrowed connection, whose session state is not ours.
+struct Session {
+  PGconn* conn = nullptr;
+  PreparedCache* cache = nullptr;
+};
+
+// Runs one parameterized statement; throws the mapped error unless it
+// returned rows or completed.
+Result Exec(Session session, const char* operation, const std::string& sql,
+            const Params& params = {});
+// Runs a parameterless script (several statements) with the simple query
+// protocol; returns the last result.
+Result ExecScript(PGconn* conn, const char* operation, const std::string& sql);
+
+// Opens a connection; `conninfo` is a keyword/value string or URI.
+ConnPtr Connect(const std::string& conninfo,
+                const std::string& application_name, const char* operation);
+
+// A quoted identifier, e.g. "my schema".
+std::string QuoteIdentifier(PGconn* conn, const std::string& name);
+std::string QuoteLiteral(PGconn* conn, const std::string& value);
+
+// Field access helpers; row/column indices are the caller's contract.
+inline bool IsNull(const PGresult* r, int row, int col) {
+  return PQgetisnull(r, row, col) != 0;
+}
+inline std::string_view Text(const PGresult* r, int row, int col) {
+  return {PQgetvalue(r, row, col),
+          static_cast<std::size_t>(PQgetlength(r, row, col))};
+}
+std::int64_t Int64(const PGresult* r, int row, int col);
+std::optional<std::int64_t> OptInt64(const PGresult* r, int row, int col);
+bool Bool(const PGresult* r, int row, int col);
+
+// Throws the compaction::Error that a failed result (or a broken
+// connection, when `result` is null) maps to. See sqlstate.cpp.
+[[noreturn]] void ThrowError(const char* operation, PGconn* conn,
+                             const PGresult* result);
+
+}  // namespace compaction::pg

@@ -1,0 +1,51 @@
+#include "pg/pool.hpp"
+
+namespace compaction::pg {
+
+Pool::Pool(std::string conninfo, std::string application_name, int size)
+    : conninfo_(std::move(conninfo)),
+      application_name_(std::move(application_name)),
+      size_(size) {}
+
+Pool::Lease Pool::Acquire(const char* operation) {
+  std::unique_lock lock(mutex_);
+  available_.wait(lock, [&] { return !idle_.empty() || open_ < size_; });
+  if (!idle_.empty()) {
+    auto conn = std::move(idle_.back());
+    idle_.pop_back();
+    return Lease(this, std::move(conn));
+  }
+  ++open_;
+  lock.unlock();
+  try {
+    auto conn = std::make_unique<Connection>(
+        Connect(conninfo_, application_name_, operation));
+    return Lease(this, std::move(conn));
+  } catch (...) {
+    lock.lock();
+    --open_;
+    available_.notify_one();
+    throw;
+  }
+}
+
+void Pool::Release(std::unique_ptr<Connection> conn) {
+  PGconn* raw = conn->get();
+  // A connection handed back inside a transaction (an exception escaped
+  // mid-transaction) is rolled back so the next user starts clean.
+  if (PQstatus(raw) == CONNECTION_OK &&
+      PQtransactionStatus(raw) != PQTRANS_IDLE) {
+    Result(PQexec(raw, "ROLLBACK"));
+  }
+  const bool reusable = PQstatus(raw) == CONNECTION_OK &&
+                        PQtransactionStatus(raw) == PQTRANS_IDLE;
+  std::lock_guard lock(mutex_);
+  if (reusable) {
+    idle_.push_back(std::move(conn));
+  } else {
+    --open_;  // conn closes when it goes out of scope
+  }
+  available_.notify_one();
+}
+
+}  // namespace compaction::pg

@@ -1,0 +1,70 @@
+// A bounded pool of libpq connections.
+//
+// Lifetime: the pool outlives every Lease (ClientCore owns both the pool and,
+// through handles, is kept alive by them). Thread safety: Acquire and Lease
+// destruction may run on any thread; one Lease is used by one thread.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "pg/connection.hpp"
+
+namespace compaction::pg {
+
+class Connection {
+ public:
+  explicit Connection(ConnPtr conn) : conn_(std::move(conn)) {}
+  PGconn* get() const { return conn_.get(); }
+  Session session() { return Session{conn_.get(), &cache_}; }
+
+ private:
+  ConnPtr conn_;
+  PreparedCache cache_;
+};
+
+class Pool {
+ public:
+  Pool(std::string conninfo, std::string application_name, int size);
+
+  // A connection on loan; returned to the pool (or closed when it is broken
+  // or left inside a transaction that cannot be rolled back) on destruction.
+  class Lease {
+   public:
+    Lease(Pool* pool, std::unique_ptr<Connection> conn)
+        : pool_(pool), conn_(std::move(conn)) {}
+    Lease(Lease&&) noexcept = default;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (conn_) pool_->Release(std::move(conn_));
+    }
+    Connection& operator*() const { return *conn_; }
+    Connection* operator->() const { return conn_.get(); }
+
+   private:
+    Pool* pool_;
+    std::unique_ptr<Connection> conn_;
+  };
+
+  // Waits for a free connection, opening one lazily while fewer than `size`
+  // are open. Throws ConnectionLost when a new connection cannot be made.
+  Lease Acquire(const char* operation);
+
+  int size() const { return size_; }
+
+ private:
+  void Release(std::unique_ptr<Connection> conn);
+
+  const std::string conninfo_;
+  const std::string application_name_;
+  const int size_;
+  std::mutex mutex_;
+  std::condition_variable available_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+  int open_ = 0;
+};
+
+}  // namespace compaction::pg

@@ -1,0 +1,102 @@
+// Producing: append to the message log and, for a compacted message, upsert
+// the key's head with the winner rule in the same statement.
+#include "compaction/tx.hpp"
+#include "core.hpp"
+#include "pg/sqlstate.hpp"
+#include "rows.hpp"
+#include "validate.hpp"
+
+namespace compaction::detail {
+namespace {
+
+constexpr const char* kOp = "Produce";
+
+void ValidateProduce(const ProduceOptions& options) {
+  if (options.compaction && !options.message_key) {
+    throw InvalidArgument(kOp, "a compacted message needs a message key");
+  }
+  if (options.message_key) ValidateMessageKey(kOp, *options.message_key);
+}
+
+std::string PlainInsertSql(const ClientCore& core, std::int64_t id) {
+  return "INSERT INTO " + core.MessageTable(id) +
+         " (message_key, schema_version, compaction_rank, payload) "
+         "VALUES ($1, $2, NULL, $3::jsonb) RETURNING id, "
+         "(extract(epoch FROM created_at) * 1000000)::bigint, false";
+}
+
+// The head moves when it is NULL or when (schema_version, rank, id) of the
+// new message is greater. The update touches no indexed column of a
+// materialized row (idle_since stays NULL), so head advances stay HOT. The
+// conflict target names the constraint: an inferred target can fail while
+// the index is being rebuilt with REINDEX CONCURRENTLY.
+std::string CompactedInsertSql(const ClientCore& core, std::int64_t id) {
+  return "/* compaction:Produce */ WITH m AS (INSERT INTO " +
+         core.MessageTable(id) +
+         " (message_key, schema_version, compaction_rank, payload) "
+         "VALUES ($1, $2, $4, $3::jsonb) RETURNING id, created_at), "
+         "h AS (INSERT INTO " +
+         core.HeadTable(id) +
+         " AS h (message_key, head_id, schema_version, compaction_rank, "
+         "created_at, updated_at, idle_since) "
+         "SELECT $1, m.id, $2, $4, statement_timestamp(), "
+         "statement_timestamp(), NULL FROM m "
+         "ON CONFLICT ON CONSTRAINT " +
+         core.HeadPkey(id) +
+         " DO UPDATE SET head_id = excluded.head_id, "
+         "schema_version = excluded.schema_version, "
+         "compaction_rank = excluded.compaction_rank, "
+         "updated_at = excluded.updated_at, idle_since = NULL "
+         "WHERE h.head_id IS NULL OR (excluded.schema_version, "
+         "excluded.compaction_rank, excluded.head_id) > "
+         "(h.schema_version, h.compaction_rank, h.head_id) "
+         "RETURNING h.head_id) "
+         "SELECT m.id, (extract(epoch FROM m.created_at) * 1000000)::bigint, "
+         "EXISTS (SELECT 1 FROM h) FROM m";
+}
+
+ProduceResult Run(ClientCore& core, pg::Session s, const TopicInfo& topic,
+                  const Outgoing& message, const ProduceOptions& options) {
+  pg::Params params;
+  params.Add(options.message_key).Add(message.schema_version).Add(
+      message.payload_json);
+  std::string sql;
+  if (options.compaction) {
+    params.Add(options.compaction->rank);
+    sql = CompactedInsertSql(core, topic.id);
+  } else {
+    sql = PlainInsertSql(core, topic.id);
+  }
+  pg::Result r;
+  try {
+    r = pg::Exec(s, kOp, sql, params);
+  } catch (const DatabaseError& e) {
+    // The producer resolved its topic once; the topic was destroyed since.
+    if (e.sqlstate() == pg::kUndefinedTable) throw TopicNotFound(kOp, topic.name);
+    throw;
+  }
+  return ProduceResult{pg::Int64(r.get(), 0, 0),
+                       FromMicros(pg::Int64(r.get(), 0, 1)),
+                       pg::Bool(r.get(), 0, 2)};
+}
+
+}  // namespace
+
+ProduceResult Produce(ClientCore& core, const TopicInfo& topic,
+                      const Outgoing& message, const ProduceOptions& options) {
+  ValidateProduce(options);
+  // One statement in autocommit mode: message and head commit together.
+  return WithConnection(core, kOp, [&](pg::Session s) {
+    return Run(core, s, topic, message, options);
+  });
+}
+
+ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const TopicInfo& topic,
+                          const Outgoing& message,
+                          const ProduceOptions& options) {
+  ValidateProduce(options);
+  if (tx.state().finished()) throw InvalidArgument(kOp, "transaction already finished");
+  return Run(core, tx.state().session(), topic, message, options);
+}
+
+}  // namespace compaction::detail

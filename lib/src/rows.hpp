@@ -1,0 +1,51 @@
+// Decoding of stored-message rows. Every query returning messages selects
+// kMessageColumns (with the message table aliased `m`), in this order.
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "compaction/errors.hpp"
+#include "compaction/message.hpp"
+#include "pg/connection.hpp"
+
+namespace compaction::detail {
+
+inline constexpr const char* kMessageColumns =
+    "m.id, m.message_key, m.schema_version, m.compaction_rank, "
+    "(extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text";
+
+inline std::chrono::system_clock::time_point FromMicros(std::int64_t us) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::microseconds(us)));
+}
+
+inline RawStored ParseStored(const char* operation, const PGresult* r, int row,
+                             int col) {
+  RawStored out;
+  out.id = pg::Int64(r, row, col);
+  out.message_key = std::string(pg::Text(r, row, col + 1));
+  out.schema_version = static_cast<int>(pg::Int64(r, row, col + 2));
+  out.compaction_rank = pg::OptInt64(r, row, col + 3);
+  out.created_at = FromMicros(pg::Int64(r, row, col + 4));
+  out.message.schema_version = out.schema_version;
+  try {
+    out.message.payload = nlohmann::json::parse(pg::Text(r, row, col + 5));
+  } catch (const nlohmann::json::exception& e) {
+    throw MessageDecodeError(operation, out.id, e.what());
+  }
+  return out;
+}
+
+inline std::vector<RawStored> ParseAllStored(const char* operation,
+                                             const PGresult* r) {
+  std::vector<RawStored> out;
+  out.reserve(PQntuples(r));
+  for (int row = 0; row < PQntuples(r); ++row) {
+    out.push_back(ParseStored(operation, r, row, 0));
+  }
+  return out;
+}
+
+}  // namespace compaction::detail

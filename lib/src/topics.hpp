@@ -1,0 +1,43 @@
+// Topic resolution shared by every operation.
+#pragma once
+
+#include <string>
+
+#include "compaction/errors.hpp"
+#include "core.hpp"
+#include "pg/sqlstate.hpp"
+
+namespace compaction::detail {
+
+// Looks the topic up through `session` (and so inside its transaction, if
+// any), checking its baseline version. Throws TopicNotFound,
+// SchemaVersionMismatch (also when the schema is not installed).
+TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
+                       const char* operation, const std::string& name);
+
+// Runs fn(session, topic) on a pooled connection with the topic resolved
+// through the client's cache. When the cached id names a table that no
+// longer exists (the topic was destroyed, perhaps re-created), resolves
+// again and retries once.
+template <class F>
+decltype(auto) WithTopic(ClientCore& core, const char* operation,
+                         const std::string& name, F&& fn) {
+  return WithConnection(core, operation, [&](pg::Session session) {
+    std::optional<TopicInfo> topic = core.CachedTopic(name);
+    if (!topic) {
+      topic = ResolveTopic(core, session, operation, name);
+      core.CacheTopic(*topic);
+    }
+    try {
+      return fn(session, *topic);
+    } catch (const DatabaseError& e) {
+      if (e.sqlstate() != pg::kUndefinedTable) throw;
+      core.ForgetTopic(name);
+      TopicInfo fresh = ResolveTopic(core, session, operation, name);
+      core.CacheTopic(fresh);
+      return fn(session, fresh);
+    }
+  });
+}
+
+}  // namespace compaction::detail

@@ -1,0 +1,120 @@
+#include "validate.hpp"
+
+#include <cstdint>
+
+#include "compaction/errors.hpp"
+
+namespace compaction::detail {
+namespace {
+
+bool IsTopicChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+bool IsTopicStart(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// Printable form of an offending name for error messages: short, no
+// control characters.
+std::string Shown(const std::string& text) {
+  std::string out;
+  for (char c : text.substr(0, 40)) {
+    out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
+  }
+  return text.size() > 40 ? out + "..." : out;
+}
+
+}  // namespace
+
+void ValidateTopicName(const char* operation, const std::string& name) {
+  if (name.empty()) throw InvalidArgument(operation, "topic name is empty");
+  if (name.size() > kMaxTopicNameLength) {
+    throw InvalidArgument(operation,
+                          "topic name is longer than " +
+                              std::to_string(kMaxTopicNameLength) +
+                              " characters");
+  }
+  if (!IsTopicStart(name.front())) {
+    throw InvalidArgument(operation, "topic name \"" + Shown(name) +
+                                         "\" must start with a-z or 0-9");
+  }
+  for (char c : name) {
+    if (!IsTopicChar(c)) {
+      throw InvalidArgument(operation,
+                            "topic name \"" + Shown(name) +
+                                "\" may contain only a-z, 0-9, '.', '_', '-'");
+    }
+  }
+}
+
+void ValidateMessageKey(const char* operation, const std::string& key) {
+  if (key.empty()) throw InvalidArgument(operation, "message key is empty");
+  if (key.size() > kMaxMessageKeyBytes) {
+    throw InvalidArgument(operation, "message key is longer than " +
+                                         std::to_string(kMaxMessageKeyBytes) +
+                                         " bytes");
+  }
+  if (key.find('\0') != std::string::npos) {
+    throw InvalidArgument(operation, "message key contains a NUL byte");
+  }
+  if (!IsValidUtf8(key)) {
+    throw InvalidArgument(operation, "message key is not valid UTF-8");
+  }
+}
+
+void ValidateHeadlessTtl(const char* operation, std::chrono::milliseconds ttl) {
+  if (ttl.count() <= 0) {
+    throw InvalidArgument(operation, "headless_ttl must be positive, got " +
+                                         std::to_string(ttl.count()) + " ms");
+  }
+}
+
+void ValidateLimit(const char* operation, const char* what, int limit,
+                   int max) {
+  if (limit <= 0 || limit > max) {
+    throw InvalidArgument(operation, std::string(what) + " must be in 1.." +
+                                         std::to_string(max) + ", got " +
+                                         std::to_string(limit));
+  }
+}
+
+bool IsValidUtf8(const std::string& text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    // Overlong forms, UTF-16 surrogates and values past U+10FFFF.
+    const std::uint32_t min_for_len[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_for_len[len] || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+}  // namespace compaction::detail

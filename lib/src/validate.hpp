@@ -1,0 +1,25 @@
+// Input validation. Every check runs before anything is written and throws
+// InvalidArgument naming what was wrong.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace compaction::detail {
+
+// Topic names: 1..kMaxTopicNameLength of [a-z0-9._-], starting with a
+// lowercase letter or digit.
+inline constexpr std::size_t kMaxTopicNameLength = 100;
+// Message keys: 1..kMaxMessageKeyBytes bytes of valid UTF-8 without NUL
+// (the key is a btree primary key; PostgreSQL limits index rows to ~2.7 kB).
+inline constexpr std::size_t kMaxMessageKeyBytes = 1024;
+inline constexpr int kMaxPageSize = 10000;
+
+void ValidateTopicName(const char* operation, const std::string& name);
+void ValidateMessageKey(const char* operation, const std::string& key);
+void ValidateHeadlessTtl(const char* operation, std::chrono::milliseconds ttl);
+void ValidateLimit(const char* operation, const char* what, int limit,
+                   int max);
+bool IsValidUtf8(const std::string& text);
+
+}  // namespace compaction::detail

@@ -1,0 +1,47 @@
+-- Topic baseline v1 of libcompaction: the generated tables of one topic.
+--
+-- {schema} stands for the quoted schema identifier, {id} for the numeric
+-- topic id (never a user string). Run once per topic, in the transaction
+-- that inserts the topic row. Pre-v1 this baseline is edited in place.
+
+-- The message log. compaction_rank NULL: the message did not opt into
+-- compaction.
+CREATE TABLE {schema}.message_{id} (
+  id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  message_key     text,
+  schema_version  integer NOT NULL,
+  compaction_rank bigint,
+  payload         jsonb NOT NULL,
+  created_at      timestamptz NOT NULL DEFAULT statement_timestamp()
+);
+
+CREATE INDEX message_{id}_key_history ON {schema}.message_{id} (message_key, id)
+  WHERE message_key IS NOT NULL;
+
+-- One durable, lockable row per message key taking part in compaction.
+-- A headless row (all three head columns NULL) exists so that a
+-- transactional reader can lock a key that has no value yet.
+CREATE TABLE {schema}.compaction_head_{id} (
+  message_key     text NOT NULL,
+  head_id         bigint,
+  schema_version  integer,
+  compaction_rank bigint,
+  created_at      timestamptz NOT NULL,  -- immutable
+  updated_at      timestamptz NOT NULL,  -- head changed or headless row relocked
+  -- Set exactly while the row is headless, equal to updated_at. The janitor
+  -- index covers this column instead of updated_at so that head advances on
+  -- materialized rows change no indexed column and stay HOT updates.
+  idle_since      timestamptz,
+  CONSTRAINT compaction_head_{id}_pkey PRIMARY KEY (message_key),
+  CONSTRAINT compaction_head_{id}_head_all_or_none CHECK (
+    (head_id IS NULL AND schema_version IS NULL AND compaction_rank IS NULL)
+    OR (head_id IS NOT NULL AND schema_version IS NOT NULL
+        AND compaction_rank IS NOT NULL)),
+  CONSTRAINT compaction_head_{id}_idle_since_iff_headless CHECK (
+    (head_id IS NULL AND idle_since IS NOT NULL AND idle_since = updated_at)
+    OR (head_id IS NOT NULL AND idle_since IS NULL))
+);
+
+-- Serves the janitor (oldest first) and the headless stats.
+CREATE INDEX compaction_head_{id}_idle ON {schema}.compaction_head_{id}
+  (idle_since, message_key) WHERE idle_since IS NOT NULL;

@@ -1,0 +1,213 @@
+// LockCompactionHead: the seed's transactional read loop under live races.
+// Each race forces its ordering by watching pg_stat_activity for the
+// waiting backend, never by sleeping.
+#include <future>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "live_db.hpp"
+
+using compaction::CompactionOptions;
+using compaction::ProduceOptions;
+using compaction::Tx;
+using testing::Counter;
+using testing::LiveDb;
+
+namespace {
+
+ProduceOptions Compacted(const std::string& key, std::int64_t rank = 0) {
+  return ProduceOptions{key, CompactionOptions{rank}};
+}
+
+// One increment: lock the key's head, produce head + 1 in the same tx.
+std::int64_t Increment(compaction::Client& client,
+                       const compaction::KeyHandle<Counter>& key,
+                       compaction::Producer<Counter>& producer) {
+  return client.InTransaction([&](Tx& tx) {
+    auto head = key.LockCompactionHead(tx);
+    const std::int64_t next = (head ? head->message.value : 0) + 1;
+    producer.ProduceInTx(tx, Counter{next}, Compacted(key.message_key()));
+    return next;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("two first updates of an absent key compose") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("counters");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  auto key = topic.Key("fresh");
+
+  Tx a = db.client().Begin();
+  REQUIRE_FALSE(key.LockCompactionHead(a).has_value());  // A ensured the row
+
+  auto b = std::async(std::launch::async, [&] {
+    return Increment(db.client(), key, producer);
+  });
+  // B found no committed row, tried to insert it and waits on A's row.
+  REQUIRE(testing::WaitForLockWait(db.raw(), "compaction:LockCompactionHead", db.schema()));
+  producer.ProduceInTx(a, Counter{1}, Compacted("fresh"));
+  a.Commit();
+
+  CHECK(b.get() == 2);  // B read A's value, not the empty state
+  auto head = key.CompactionHead();
+  REQUIRE(head.has_value());
+  CHECK(head->message.value == 2);
+  CHECK(key.Messages(10).size() == 2);
+}
+
+TEST_CASE("a reader waiting on a materialized head reads the value committed before it got the lock") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("counters");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  auto key = topic.Key("k");
+  producer.Produce(Counter{10}, Compacted("k"));
+
+  Tx a = db.client().Begin();
+  REQUIRE(key.LockCompactionHead(a)->message.value == 10);
+  auto b = std::async(std::launch::async, [&] {
+    return Increment(db.client(), key, producer);
+  });
+  // B waits in SELECT ... FOR UPDATE on the existing row.
+  REQUIRE(testing::WaitForLockWait(db.raw(), "compaction:LockCompactionHead", db.schema()));
+  producer.ProduceInTx(a, Counter{11}, Compacted("k"));
+  a.Commit();
+  CHECK(b.get() == 12);
+  CHECK(key.CompactionHead()->message.value == 12);
+}
+
+TEST_CASE("concurrent increments on fresh keys lose nothing") {
+  LiveDb db;
+  auto client = db.NewClient(8);
+  auto topic = client.Topic<Counter>("stress");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  const std::vector<std::string> keys = {"s1", "s2", "s3"};
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 100;
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      try {
+        for (int i = 0; i < kPerThread; ++i) {
+          for (const auto& k : keys) Increment(client, topic.Key(k), producer);
+        }
+      } catch (const std::exception& e) {
+        ++errors;
+        UNSCOPED_INFO(e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  REQUIRE(errors == 0);
+  for (const auto& k : keys) {
+    INFO(k);
+    CHECK(topic.Key(k).CompactionHead()->message.value == kThreads * kPerThread);
+  }
+}
+
+TEST_CASE("a lost insert race is recovered by the loop") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("race");
+  topic.Register();
+  const std::string head_table = db.HeadTable("race");
+
+  // Another transaction inserts the key row and keeps it uncommitted.
+  testing::RawConn other;
+  other.Query("BEGIN");
+  other.Query("INSERT INTO " + head_table +
+              " (message_key, created_at, updated_at, idle_since) VALUES "
+              "('k', '2001-01-01', '2001-01-01', '2001-01-01')");
+
+  auto locker = std::async(std::launch::async, [&] {
+    return db.client().InTransaction([&](Tx& tx) {
+      return topic.Key("k").LockCompactionHead(tx).has_value();
+    });
+  });
+  // The locker's SELECT saw no row; its INSERT now waits on ours.
+  REQUIRE(testing::WaitForLockWait(db.raw(), "compaction:LockCompactionHead:insert",
+                                   db.schema()));
+  other.Query("COMMIT");
+  CHECK_FALSE(locker.get());  // headless, locked after looping
+
+  auto row = db.raw().Query("SELECT created_at::date::text, updated_at > '2001-01-02', "
+                            "head_id IS NULL FROM " + head_table +
+                            " WHERE message_key = 'k'");
+  REQUIRE(row.size() == 1);
+  CHECK(row[0][0] == "2001-01-01");  // the other transaction's row survived
+  CHECK(row[0][1] == "t");           // and was locked again (refreshed)
+  CHECK(row[0][2] == "t");
+}
+
+TEST_CASE("a lock timeout is typed and leaves the transaction usable") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("timeouts");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  auto key = topic.Key("busy");
+  producer.Produce(Counter{1}, Compacted("busy"));
+
+  Tx holder = db.client().Begin();
+  REQUIRE(key.LockCompactionHead(holder).has_value());
+
+  Tx waiter = db.client().Begin();
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(key.LockCompactionHead(waiter, {std::chrono::milliseconds(100)}),
+                  compaction::LockTimeout);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  // Still usable: another key can be locked and produced, and it commits.
+  auto other = topic.Key("free");
+  CHECK_FALSE(other.LockCompactionHead(waiter, {std::chrono::milliseconds(100)}).has_value());
+  producer.ProduceInTx(waiter, Counter{5}, Compacted("free"));
+  waiter.Commit();
+  holder.Rollback();
+  CHECK(other.CompactionHead()->message.value == 5);
+}
+
+TEST_CASE("lock timeout restores the caller's lock_timeout") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("restore");
+  topic.Register();
+  Tx tx = db.client().Begin();
+  PGconn* conn = tx.native_handle();
+  PQclear(PQexec(conn, "SET LOCAL lock_timeout = '7s'"));
+  topic.Key("k").LockCompactionHead(tx, {std::chrono::milliseconds(250)});
+  PGresult* r = PQexec(conn, "SHOW lock_timeout");
+  CHECK(std::string(PQgetvalue(r, 0, 0)) == "7s");
+  PQclear(r);
+}
+
+TEST_CASE("LockCompactionHead refreshes a headless row and leaves created_at alone") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("refresh");
+  topic.Register();
+  const std::string table = db.HeadTable("refresh");
+  db.client().InTransaction([&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
+  db.raw().Query("UPDATE " + table + " SET created_at = '2001-01-01', "
+                 "updated_at = '2001-01-01', idle_since = '2001-01-01'");
+  db.client().InTransaction([&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
+  auto row = db.raw().Query("SELECT created_at::date::text, updated_at > now() - interval '1 minute', "
+                            "idle_since = updated_at FROM " + table);
+  REQUIRE(row.size() == 1);
+  CHECK(row[0][0] == "2001-01-01");
+  CHECK(row[0][1] == "t");
+  CHECK(row[0][2] == "t");
+}
+
+TEST_CASE("locking a materialized head does not touch its row") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("untouched");
+  topic.Register();
+  topic.RegisterProducer().Produce(Counter{1}, Compacted("k"));
+  const std::string table = db.HeadTable("untouched");
+  db.raw().Query("UPDATE " + table + " SET updated_at = '2001-01-01'");
+  db.client().InTransaction([&](Tx& tx) {
+    CHECK(topic.Key("k").LockCompactionHead(tx)->message.value == 1);
+  });
+  CHECK(db.raw().Value("SELECT updated_at::date::text FROM " + table) == "2001-01-01");
+}

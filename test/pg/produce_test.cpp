@@ -1,0 +1,166 @@
+// Producing: the winner rule, head row lifecycle columns, plain reads.
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "live_db.hpp"
+
+using compaction::CompactionOptions;
+using compaction::ProduceOptions;
+using compaction::RawMessage;
+using compaction::Tx;
+using testing::Counter;
+using testing::LiveDb;
+
+namespace {
+ProduceOptions Compacted(const std::string& key, std::int64_t rank = 0) {
+  return ProduceOptions{key, CompactionOptions{rank}};
+}
+}  // namespace
+
+TEST_CASE("a compacted produce fills an existing headless row") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("fill");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  const std::string table = db.HeadTable("fill");
+  db.client().InTransaction([&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
+  const auto created = db.raw().Value("SELECT created_at::text FROM " + table);
+  const auto idle_updated = db.raw().Value("SELECT updated_at::text FROM " + table);
+
+  auto produced = producer.Produce(Counter{3}, Compacted("k"));
+  CHECK(produced.head_advanced);
+  auto row = db.raw().Query("SELECT created_at::text, head_id::text, idle_since IS NULL, "
+                            "updated_at::text FROM " + table);
+  REQUIRE(row.size() == 1);
+  CHECK(row[0][0] == created);
+  CHECK(row[0][1] == std::to_string(produced.id));
+  CHECK(row[0][2] == "t");
+  CHECK(row[0][3] != idle_updated);
+}
+
+TEST_CASE("created_at never changes; updated_at changes only with the head") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("times");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  const std::string table = db.HeadTable("times");
+  producer.Produce(Counter{1}, Compacted("k", 10));
+  auto read = [&] {
+    return db.raw().Query("SELECT created_at::text, updated_at::text FROM " + table)[0];
+  };
+  const auto first = read();
+  // A losing produce (lower rank) leaves both timestamps alone.
+  CHECK_FALSE(producer.Produce(Counter{2}, Compacted("k", 5)).head_advanced);
+  CHECK(read() == first);
+  // A plain lock of a materialized head leaves them alone too.
+  db.client().InTransaction([&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
+  CHECK(read() == first);
+  // A winning produce moves updated_at only.
+  CHECK(producer.Produce(Counter{3}, Compacted("k", 10)).head_advanced);
+  const auto after = read();
+  CHECK(after[0] == first[0]);
+  CHECK(after[1] != first[1]);
+}
+
+TEST_CASE("the winner rule orders by schema version, then rank, then id") {
+  LiveDb db;
+  auto topic = db.client().Topic<RawMessage>("winner");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  auto key = topic.Key("k");
+  auto v1 = [](int n) { return RawMessage{1, {{"n", n}}}; };
+
+  CHECK(producer.Produce(v1(1), Compacted("k", 5)).head_advanced);
+  CHECK_FALSE(producer.Produce(v1(2), Compacted("k", 3)).head_advanced);  // lower rank
+  CHECK(key.CompactionHead()->message.payload["n"] == 1);
+  CHECK(producer.Produce(v1(3), Compacted("k", 5)).head_advanced);  // same rank, newer id
+  CHECK(key.CompactionHead()->message.payload["n"] == 3);
+  CHECK(producer.Produce(RawMessage{2, {{"n", 4}}}, Compacted("k", -100)).head_advanced);
+  CHECK_FALSE(producer.Produce(v1(5), Compacted("k", 1000)).head_advanced);  // older schema
+  auto head = key.CompactionHead();
+  CHECK(head->message.payload["n"] == 4);
+  CHECK(head->schema_version == 2);
+  CHECK(head->compaction_rank == -100);
+  CHECK(key.Messages(10).size() == 5);  // history keeps the losers
+}
+
+TEST_CASE("plain reads and lists skip headless rows") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("reads");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  for (const char* k : {"a", "c", "e"}) producer.Produce(Counter{1}, Compacted(k));
+  db.client().InTransaction([&](Tx& tx) {
+    for (const char* k : {"b", "d"}) topic.Key(k).LockCompactionHead(tx);
+  });
+  CHECK_FALSE(topic.Key("b").CompactionHead().has_value());
+  CHECK_FALSE(topic.Key("absent").CompactionHead().has_value());
+  CHECK(topic.Key("c").CompactionHead().has_value());
+
+  auto page1 = topic.ListCompactionHeads({"", 2});
+  REQUIRE(page1.size() == 2);
+  CHECK(page1[0].message_key == "a");
+  CHECK(page1[1].message_key == "c");
+  auto page2 = topic.ListCompactionHeads({page1.back().message_key, 2});
+  REQUIRE(page2.size() == 1);
+  CHECK(page2[0].message_key == "e");
+  CHECK(topic.ListCompactionHeads({"e", 2}).empty());
+}
+
+TEST_CASE("key history is newest first and includes superseded and uncompacted messages") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("history");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("k"));
+  producer.Produce(Counter{2}, ProduceOptions{"k", std::nullopt});  // history only
+  producer.Produce(Counter{3}, Compacted("k"));
+  producer.Produce(Counter{99}, Compacted("other"));
+  producer.Produce(Counter{100}, {});  // no key at all
+  auto history = topic.Key("k").Messages(10);
+  REQUIRE(history.size() == 3);
+  CHECK(history[0].message.value == 3);
+  CHECK(history[1].message.value == 2);
+  CHECK_FALSE(history[1].compaction_rank.has_value());
+  CHECK(history[2].message.value == 1);
+  CHECK(topic.Key("k").Messages(1).size() == 1);
+  // The uncompacted message did not touch the head.
+  CHECK(topic.Key("k").CompactionHead()->message.value == 3);
+}
+
+TEST_CASE("head advances on a materialized row are HOT updates") {
+  LiveDb db;
+  auto client = db.NewClient(1);  // one backend, so one stats flush covers all
+  auto topic = client.Topic<Counter>("hot");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  const std::string table = db.HeadTable("hot");
+  constexpr int kKeys = 5;
+  constexpr int kAdvances = 40;
+  for (int i = 0; i < kKeys; ++i) producer.Produce(Counter{0}, Compacted("k" + std::to_string(i)));
+  for (int round = 1; round <= kAdvances; ++round) {
+    for (int i = 0; i < kKeys; ++i) {
+      producer.Produce(Counter{round}, Compacted("k" + std::to_string(i)));
+    }
+  }
+  // Ask this backend to flush its table stats when it next goes idle.
+  client.InTransaction([](Tx& tx) {
+    PQclear(PQexec(tx.native_handle(), "SELECT pg_stat_force_next_flush()"));
+  });
+  client.InTransaction([](Tx&) {});  // one more idle transition
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  std::int64_t updates = 0;
+  std::int64_t hot = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto row = db.raw().Query("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                              "WHERE relid = $1::regclass", {table});
+    updates = std::stoll(*row[0][0]);
+    hot = std::stoll(*row[0][1]);
+    if (updates >= kKeys * kAdvances) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(updates == kKeys * kAdvances);
+  INFO("hot " << hot << " of " << updates);
+  CHECK(hot >= updates * 95 / 100);
+}

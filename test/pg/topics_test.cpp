@@ -1,0 +1,112 @@
+// Topic registry and the baseline version gate.
+#include <future>
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include "live_db.hpp"
+
+using compaction::TopicConfig;
+using testing::Counter;
+using testing::LiveDb;
+
+TEST_CASE("registering is idempotent and the newest TTL wins") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("orders");
+  auto first = topic.Register();
+  CHECK(first.headless_ttl == std::chrono::hours(1));  // the default
+  auto again = topic.Register(TopicConfig{std::chrono::minutes(5)});
+  CHECK(again.id == first.id);
+  CHECK(again.headless_ttl == std::chrono::minutes(5));
+  CHECK(db.raw().Int("SELECT headless_ttl_ms FROM " + db.QuotedSchema() +
+                     ".topic WHERE name = 'orders'") == 300000);
+  auto topics = db.client().ListTopics();
+  REQUIRE(topics.size() == 1);
+  CHECK(topics[0].name == "orders");
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".janitor_state") == 1);
+}
+
+TEST_CASE("concurrent registrations of one topic create its tables once") {
+  LiveDb db;
+  std::vector<std::future<compaction::TopicInfo>> results;
+  for (int i = 0; i < 4; ++i) {
+    results.push_back(std::async(std::launch::async, [&] {
+      return db.NewClient(1).Topic<Counter>("same").Register();
+    }));
+  }
+  std::set<std::int64_t> ids;
+  for (auto& r : results) ids.insert(r.get().id);
+  CHECK(ids.size() == 1);
+}
+
+TEST_CASE("Destroy removes the topic and its tables") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("gone");
+  const auto info = topic.Register();
+  topic.RegisterProducer().Produce(Counter{1}, {"k", compaction::CompactionOptions{}});
+  topic.Destroy();
+  CHECK(db.raw().Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1", {db.schema()}) == 3);
+  CHECK_THROWS_AS(topic.Key("k").CompactionHead(), compaction::TopicNotFound);
+  CHECK_THROWS_AS(topic.Destroy(), compaction::TopicNotFound);
+  // Registered again it starts empty under a new id; cached ids are refreshed.
+  const auto reborn = topic.Register();
+  CHECK(reborn.id != info.id);
+  CHECK_FALSE(topic.Key("k").CompactionHead().has_value());
+}
+
+TEST_CASE("a plain read notices a topic destroyed and re-created by another client") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("swap");
+  topic.Register();
+  CHECK_FALSE(topic.Key("k").CompactionHead().has_value());  // caches the id
+  auto other = db.NewClient(1).Topic<Counter>("swap");
+  other.Destroy();
+  other.Register();
+  other.RegisterProducer().Produce(Counter{7}, {"k", compaction::CompactionOptions{}});
+  CHECK(topic.Key("k").CompactionHead()->message.value == 7);
+}
+
+TEST_CASE("InstallSchema is idempotent and concurrent installs succeed") {
+  LiveDb db;
+  db.client().InstallSchema();
+  db.client().InstallSchema();
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".schema_version") == 1);
+
+  compaction::ClientOptions options;
+  options.schema = testing::Unique("fresh_");
+  std::vector<std::future<void>> installs;
+  for (int i = 0; i < 4; ++i) {
+    installs.push_back(std::async(std::launch::async, [&] {
+      compaction::Client::Connect("", options).InstallSchema();
+    }));
+  }
+  for (auto& f : installs) CHECK_NOTHROW(f.get());
+  db.raw().Query("DROP SCHEMA \"" + options.schema + "\" CASCADE");
+}
+
+TEST_CASE("a database at another baseline version is refused with a clear error") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("versioned");
+  topic.Register();
+  const std::int64_t id = db.TopicId("versioned");
+
+  db.raw().Query("UPDATE " + db.QuotedSchema() + ".schema_version SET version = 2 WHERE topic_id = $1",
+                 {std::to_string(id)});
+  CHECK_THROWS_MATCHES(db.client().InTransaction([&](compaction::Tx& tx) {
+    topic.Key("k").LockCompactionHead(tx);
+  }), compaction::SchemaVersionMismatch, Catch::Matchers::Predicate<compaction::SchemaVersionMismatch>(
+      [](const auto& e) { return e.found() == 2 && e.expected() == 1; }, "found 2, expected 1"));
+  CHECK_THROWS_AS(topic.Register(), compaction::SchemaVersionMismatch);
+
+  db.raw().Query("UPDATE " + db.QuotedSchema() + ".schema_version SET version = 9 WHERE topic_id IS NULL");
+  CHECK_THROWS_WITH(db.NewClient(), Catch::Contains("version 9") && Catch::Contains("expects version 1"));
+  CHECK_THROWS_AS(db.client().InstallSchema(), compaction::SchemaVersionMismatch);
+}
+
+TEST_CASE("an uninstalled schema is reported, not a raw SQL error") {
+  compaction::ClientOptions options;
+  options.schema = testing::Unique("never_");
+  auto client = compaction::Client::Connect("", options);
+  CHECK_THROWS_WITH(client.Topic<Counter>("t").Key("k").CompactionHead(),
+                    Catch::Contains("not installed"));
+}

@@ -1,0 +1,73 @@
+// Transactions: InTransaction, Begin, and borrowed caller transactions.
+#include <catch2/catch.hpp>
+
+#include "live_db.hpp"
+
+using compaction::CompactionOptions;
+using compaction::ProduceOptions;
+using compaction::Tx;
+using testing::Counter;
+using testing::LiveDb;
+
+TEST_CASE("InTransaction commits on return and rolls back on throw") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("txs");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  db.client().InTransaction([&](Tx& tx) {
+    producer.ProduceInTx(tx, Counter{1}, {"a", CompactionOptions{}});
+  });
+  CHECK_THROWS_WITH(db.client().InTransaction([&](Tx& tx) {
+    producer.ProduceInTx(tx, Counter{2}, {"b", CompactionOptions{}});
+    throw std::runtime_error("business rule failed");
+  }), "business rule failed");
+  CHECK(topic.Key("a").CompactionHead().has_value());
+  CHECK_FALSE(topic.Key("b").CompactionHead().has_value());
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("txs")) == 1);
+}
+
+TEST_CASE("a borrowed transaction is the caller's: its ROLLBACK discards lock row and produce") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("borrowed");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  testing::RawConn mine;
+  mine.Query("BEGIN");
+  {
+    Tx tx = Tx::Borrow(mine.get());
+    CHECK(tx.borrowed());
+    CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());
+    producer.ProduceInTx(tx, Counter{1}, {"k", CompactionOptions{}});
+    CHECK_THROWS_AS(tx.Commit(), compaction::InvalidArgument);
+  }  // destroying a borrowed Tx neither commits nor rolls back
+  CHECK(PQtransactionStatus(mine.get()) == PQTRANS_INTRANS);
+  mine.Query("ROLLBACK");
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("borrowed")) == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("borrowed")) == 0);
+
+  mine.Query("BEGIN");
+  {
+    Tx tx = Tx::Borrow(mine.get());
+    producer.ProduceInTx(tx, Counter{2}, {"k", CompactionOptions{}});
+  }
+  mine.Query("COMMIT");
+  CHECK(topic.Key("k").CompactionHead()->message.value == 2);
+}
+
+TEST_CASE("only a connection idle inside a transaction can be borrowed") {
+  CHECK_THROWS_AS(Tx::Borrow(nullptr), compaction::InvalidArgument);
+  testing::RawConn conn;
+  CHECK_THROWS_WITH(Tx::Borrow(conn.get()), Catch::Contains("BEGIN first"));
+  conn.Query("BEGIN");
+  conn.TryExec("SELECT 1/0");
+  CHECK_THROWS_AS(Tx::Borrow(conn.get()), compaction::InvalidArgument);
+}
+
+TEST_CASE("committing a transaction that failed reports the rollback") {
+  LiveDb db;
+  Tx tx = db.client().Begin();
+  PQclear(PQexec(tx.native_handle(), "SELECT 1/0"));
+  CHECK_THROWS_AS(tx.Commit(), compaction::DatabaseError);
+  // The connection went back to the pool clean.
+  CHECK_NOTHROW(db.client().InTransaction([](Tx&) {}));
+}

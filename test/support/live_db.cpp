@@ -1,0 +1,151 @@
+#include "live_db.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+namespace testing {
+namespace {
+
+std::atomic<int> counter{0};
+
+}  // namespace
+
+std::string Unique(const std::string& prefix) {
+  return prefix + std::to_string(getpid()) + "_" + std::to_string(counter++);
+}
+
+RawConn::RawConn() : conn_(PQconnectdb("")) {
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    FAIL("cannot connect to the test database (run through deploy/local/test.sh): "
+         << PQerrorMessage(conn_));
+  }
+}
+
+RawConn::~RawConn() { PQfinish(conn_); }
+
+std::vector<std::vector<std::optional<std::string>>> RawConn::Query(
+    const std::string& sql, const std::vector<std::optional<std::string>>& params) {
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  PGresult* r = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()),
+                             nullptr, values.data(), nullptr, nullptr, 0);
+  const auto status = PQresultStatus(r);
+  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+    std::string error = PQerrorMessage(conn_);
+    PQclear(r);
+    FAIL("query failed: " << sql << ": " << error);
+  }
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  for (int i = 0; i < PQntuples(r); ++i) {
+    std::vector<std::optional<std::string>> row;
+    for (int j = 0; j < PQnfields(r); ++j) {
+      if (PQgetisnull(r, i, j)) {
+        row.emplace_back(std::nullopt);
+      } else {
+        row.emplace_back(PQgetvalue(r, i, j));
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  PQclear(r);
+  return rows;
+}
+
+std::optional<std::string> RawConn::Value(
+    const std::string& sql, const std::vector<std::optional<std::string>>& params) {
+  auto rows = Query(sql, params);
+  REQUIRE(rows.size() == 1);
+  REQUIRE(rows[0].size() == 1);
+  return rows[0][0];
+}
+
+std::int64_t RawConn::Int(const std::string& sql,
+                          const std::vector<std::optional<std::string>>& params) {
+  auto v = Value(sql, params);
+  REQUIRE(v.has_value());
+  return std::stoll(*v);
+}
+
+std::string RawConn::TryExec(const std::string& sql) {
+  PGresult* r = PQexec(conn_, sql.c_str());
+  const auto status = PQresultStatus(r);
+  std::string state;
+  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+    const char* s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    state = s ? s : "?????";
+  }
+  PQclear(r);
+  return state;
+}
+
+void RawConn::Send(const std::string& sql) {
+  REQUIRE(PQsendQuery(conn_, sql.c_str()) == 1);
+}
+
+std::string RawConn::Finish() {
+  std::string state;
+  while (PGresult* r = PQgetResult(conn_)) {
+    const auto status = PQresultStatus(r);
+    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+      const char* s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      state = s ? s : "?????";
+    }
+    PQclear(r);
+  }
+  return state;
+}
+
+int RawConn::BackendPid() { return PQbackendPID(conn_); }
+
+LiveDb::LiveDb() : schema_(Unique("t_")) {
+  compaction::ClientOptions options;
+  options.schema = schema_;
+  client_.emplace(compaction::Client::Connect("", options));
+  client_->InstallSchema();
+}
+
+LiveDb::~LiveDb() {
+  client_.reset();
+  raw_.TryExec("DROP SCHEMA IF EXISTS \"" + schema_ + "\" CASCADE");
+}
+
+compaction::Client LiveDb::NewClient(int pool_size) const {
+  compaction::ClientOptions options;
+  options.schema = schema_;
+  options.pool_size = pool_size;
+  return compaction::Client::Connect("", options);
+}
+
+std::int64_t LiveDb::TopicId(const std::string& name) {
+  return raw_.Int("SELECT id FROM " + QuotedSchema() + ".topic WHERE name = $1", {name});
+}
+
+std::string LiveDb::HeadTable(const std::string& topic) {
+  return QuotedSchema() + ".compaction_head_" + std::to_string(TopicId(topic));
+}
+
+std::string LiveDb::MessageTable(const std::string& topic) {
+  return QuotedSchema() + ".message_" + std::to_string(TopicId(topic));
+}
+
+bool WaitForLockWait(RawConn& observer, const std::string& marker,
+                     const std::string& schema,
+                     std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::int64_t waiting = observer.Int(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND pid <> pg_backend_pid() AND strpos(query, $1) > 0 "
+        "AND strpos(query, $2) > 0",
+        {marker, schema});
+    if (waiting > 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+}  // namespace testing

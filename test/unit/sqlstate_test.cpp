@@ -1,0 +1,47 @@
+#include <catch2/catch.hpp>
+
+#include "compaction/errors.hpp"
+#include "pg/sqlstate.hpp"
+
+using namespace compaction;
+
+namespace {
+template <class E>
+void ExpectMapped(std::string_view state, bool broken = false) {
+  INFO("SQLSTATE " << state);
+  try {
+    pg::ThrowForSqlState("Op", state, "server said no", broken);
+    FAIL("no exception");
+  } catch (const E& e) {
+    CHECK(e.operation() == "Op");
+    CHECK(std::string(e.what()).find("server said no") != std::string::npos);
+  } catch (const std::exception& e) {
+    FAIL("wrong exception type: " << e.what());
+  }
+}
+}  // namespace
+
+TEST_CASE("SQLSTATEs map onto the error hierarchy") {
+  ExpectMapped<LockTimeout>("55P03");
+  ExpectMapped<RetryableError>("40001");
+  ExpectMapped<RetryableError>("40P01");
+  ExpectMapped<ConnectionLost>("08006");
+  ExpectMapped<ConnectionLost>("08001");
+  ExpectMapped<ConnectionLost>("57P01");
+  ExpectMapped<ConnectionLost>("23505", /*broken=*/true);
+  ExpectMapped<DatabaseError>("23505");
+  ExpectMapped<DatabaseError>("42P01");
+  ExpectMapped<DatabaseError>("57014");
+  ExpectMapped<DatabaseError>("");
+}
+
+TEST_CASE("a database error keeps its SQLSTATE and derived classes stay DatabaseErrors") {
+  try {
+    pg::ThrowForSqlState("Op", "55P03", "canceling statement due to lock timeout", false);
+  } catch (const DatabaseError& e) {
+    CHECK(e.sqlstate() == "55P03");
+    CHECK(dynamic_cast<const LockTimeout*>(&e) != nullptr);
+    CHECK(std::string(e.what()) ==
+          "Op: lock timeout: canceling statement due to lock timeout (SQLSTATE 55P03)");
+  }
+}
