@@ -3,16 +3,24 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <string>
+
 #include "compaction/client.hpp"
 #include "core.hpp"
 #include "pg/sqlstate.hpp"
 #include "topics.hpp"
+#include "validate.hpp"
 
 namespace compaction {
 
 // What Cancel() needs to reach the sweep in flight.
 struct Janitor::InFlight {
-  std::mutex mutex;
+  // Held for a whole sweep: `cancel` and `cancelled` describe one sweep.
+  std::mutex sweep_mutex;
+  std::mutex mutex;            // guards `cancel`
   PGcancel* cancel = nullptr;  // set while a sweep holds a connection
   std::atomic<bool> cancelled{false};
 };
@@ -20,6 +28,7 @@ struct Janitor::InFlight {
 namespace {
 
 constexpr const char* kOp = "SweepHeadless";
+constexpr const char* kCancelledError = "cancelled";
 
 std::string DefaultOwner() {
   static std::atomic<int> next{0};
@@ -29,7 +38,8 @@ std::string DefaultOwner() {
          std::to_string(next++);
 }
 
-void ValidateSweep(const SweepOptions& o) {
+void ValidateSweep(const std::string& topic, const SweepOptions& o) {
+  detail::ValidateTopicName(kOp, topic);
   if (o.batch_size <= 0) {
     throw InvalidArgument(kOp, "batch_size must be positive, got " +
                                    std::to_string(o.batch_size));
@@ -39,12 +49,19 @@ void ValidateSweep(const SweepOptions& o) {
                                    std::to_string(o.max_batches));
   }
   if (o.statement_timeout.count() <= 0 || o.claim_ttl.count() <= 0) {
-    throw InvalidArgument(kOp, "statement_timeout and claim_ttl must be positive");
+    throw InvalidArgument(kOp,
+                          "statement_timeout and claim_ttl must be positive");
   }
 }
 
+std::int64_t Millis(std::chrono::milliseconds d) {
+  return static_cast<std::int64_t>(d.count());
+}
+
 // Takes the topic's claim unless another owner holds a live one. Returns
-// the topic id, or nullopt with `holder` set when skipped.
+// the topic id, or nullopt with `holder` set when skipped. Runs outside any
+// transaction, so the janitor_state row is locked only for this statement
+// and a competing claimer never waits for our batches.
 std::optional<std::int64_t> Claim(detail::ClientCore& core, pg::Session s,
                                   const std::string& topic,
                                   const std::string& owner,
@@ -59,56 +76,82 @@ std::optional<std::int64_t> Claim(detail::ClientCore& core, pg::Session s,
           "last_sweep_started_at = now() WHERE topic_id = $1 AND "
           "(claimed_until IS NULL OR claimed_until < now() OR claimed_by = $2) "
           "RETURNING topic_id",
-      pg::Params().Add(info.id).Add(owner).Add(
-          static_cast<std::int64_t>(ttl.count())));
+      pg::Params().Add(info.id).Add(owner).Add(Millis(ttl)));
   if (PQntuples(r.get()) == 1) return info.id;
   pg::Result h = pg::Exec(s, kOp,
                           "SELECT claimed_by FROM " + core.schema() +
                               ".janitor_state WHERE topic_id = $1",
                           pg::Params().Add(info.id));
-  holder = PQntuples(h.get()) ? std::string(pg::Text(h.get(), 0, 0)) : "";
+  // The state row goes with the topic (ON DELETE CASCADE): no row means the
+  // topic was destroyed after we resolved it.
+  if (PQntuples(h.get()) == 0) throw TopicNotFound(kOp, topic);
+  holder = std::string(pg::Text(h.get(), 0, 0));
   return std::nullopt;
 }
 
-// One batch, its own transaction. Rows are picked oldest first through the
-// idle_since partial index, skipping locked keys, and the DELETE re-checks
-// the seed's predicate against the cutoff the server computes from the
-// topic's TTL.
+// Extends our claim before a batch; false when another owner took the
+// topic over after our claim lapsed (a batch stalled past claim_ttl). Like
+// Claim, a statement of its own so the state row is never locked for the
+// length of a batch.
+bool RenewClaim(detail::ClientCore& core, pg::Session s, std::int64_t topic_id,
+                const std::string& owner, std::chrono::milliseconds ttl) {
+  pg::Result r =
+      pg::Exec(s, kOp,
+               "UPDATE " + core.schema() +
+                   ".janitor_state SET claimed_until = now() + $3 * interval "
+                   "'1 millisecond' WHERE topic_id = $1 AND claimed_by = $2",
+               pg::Params().Add(topic_id).Add(owner).Add(Millis(ttl)));
+  return std::string_view(PQcmdTuples(r.get())) == "1";
+}
+
+// One batch, its own transaction. The cutoff is an InitPlan over the topic
+// row, so it comes from the server clock and the current TTL, and it is a
+// plain index condition: the pick walks the idle_since partial index from
+// the oldest entry and stops after batch_size rows it could lock, skipping
+// keys a transaction holds. The picked keys reach the DELETE as one array
+// so that it probes the primary key; joined as a relation, the planner's
+// low row estimate for the pick makes a hash join over a sequential scan of
+// every head look cheap. The DELETE re-checks the seed's predicate on the
+// row version it deletes.
 std::int64_t RunBatch(detail::ClientCore& core, pg::Session s,
-                      std::int64_t topic_id, const std::string& owner,
-                      const SweepOptions& o) {
+                      std::int64_t topic_id, const SweepOptions& o) {
   pg::ExecScript(s.conn, kOp,
                  "BEGIN; SET LOCAL statement_timeout = '" +
-                     std::to_string(o.statement_timeout.count()) + "ms'");
-  pg::Exec(s, kOp,
-           "UPDATE " + core.schema() +
-               ".janitor_state SET claimed_until = now() + $3 * interval "
-               "'1 millisecond' WHERE topic_id = $1 AND claimed_by = $2",
-           pg::Params().Add(topic_id).Add(owner).Add(
-               static_cast<std::int64_t>(o.claim_ttl.count())));
+                     std::to_string(Millis(o.statement_timeout)) + "ms'");
   const std::string head = core.HeadTable(topic_id);
+  const std::string cutoff =
+      "(SELECT now() - headless_ttl_ms * interval '1 millisecond' FROM " +
+      core.schema() + ".topic WHERE id = $1)";
   pg::Result r = pg::Exec(
       s, kOp,
-      "/* compaction:SweepHeadless */ WITH cutoff AS ("
-      "SELECT now() - headless_ttl_ms * interval '1 millisecond' AS at FROM " +
-          core.schema() +
-          ".topic WHERE id = $1), "
-          "picked AS (SELECT h.message_key FROM " +
+      "/* compaction:SweepHeadless */ WITH picked AS (SELECT message_key "
+      "FROM " +
+          head + " WHERE idle_since IS NOT NULL AND idle_since < " + cutoff +
+          " ORDER BY idle_since, message_key LIMIT $2 FOR UPDATE SKIP LOCKED) "
+          "DELETE FROM " +
           head +
-          " h, cutoff WHERE h.idle_since IS NOT NULL AND h.idle_since < "
-          "cutoff.at ORDER BY h.idle_since, h.message_key LIMIT $2 "
-          "FOR UPDATE OF h SKIP LOCKED), "
-          "deleted AS (DELETE FROM " +
-          head +
-          " d USING picked, cutoff WHERE d.message_key = picked.message_key "
-          "AND d.head_id IS NULL AND d.updated_at < cutoff.at RETURNING 1) "
-          "SELECT count(*) FROM deleted",
+          " d WHERE d.message_key = ANY (ARRAY(SELECT message_key FROM "
+          "picked)) AND d.head_id IS NULL AND d.updated_at < " +
+          cutoff,
       pg::Params().Add(topic_id).Add(o.batch_size));
-  const std::int64_t deleted = pg::Int64(r.get(), 0, 0);
+  const std::int64_t deleted = std::stoll(PQcmdTuples(r.get()));
   pg::ExecScript(s.conn, kOp, "COMMIT");
   return deleted;
 }
 
+// After a failed batch; a broken connection is the pool's to discard, and
+// the original error is the news.
+void RollbackQuietly(PGconn* conn) {
+  if (PQtransactionStatus(conn) == PQTRANS_IDLE) return;
+  try {
+    pg::ExecScript(conn, kOp, "ROLLBACK");
+  } catch (const Error&) {
+  }
+}
+
+// Ends the sweep in janitor_state and releases the claim. `error` empty
+// marks a success; only the owner's own claim is touched, so a sweep that
+// lost its claim leaves the new owner's bookkeeping alone.
 void Record(detail::ClientCore& core, pg::Session s, std::int64_t topic_id,
             const std::string& owner, std::int64_t deleted,
             const std::string& error) {
@@ -143,9 +186,15 @@ void Janitor::Cancel() {
 
 SweepResult Janitor::SweepHeadless(const std::string& topic_name,
                                    const SweepOptions& options) {
-  ValidateSweep(options);
+  ValidateSweep(topic_name, options);
+  InFlight& flight = *in_flight_;
+  std::lock_guard sweep_lock(flight.sweep_mutex);
+  // Reset first: a Cancel() from here on, even during the claim, stops this
+  // sweep; one from before it belonged to an earlier sweep.
+  flight.cancelled = false;
   detail::ClientCore& core = *client_.core();
-  const std::string owner = options.owner.empty() ? DefaultOwner() : options.owner;
+  const std::string owner =
+      options.owner.empty() ? DefaultOwner() : options.owner;
   pg::Pool::Lease lease = core.pool().Acquire(kOp);
   const pg::Session s = (*lease).session();
   SweepResult result;
@@ -156,9 +205,8 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
     return result;
   }
   {
-    std::lock_guard lock(in_flight_->mutex);
-    in_flight_->cancelled = false;
-    in_flight_->cancel = PQgetCancel(s.conn);
+    std::lock_guard lock(flight.mutex);
+    flight.cancel = PQgetCancel(s.conn);
   }
   struct ClearCancel {
     InFlight& f;
@@ -167,25 +215,49 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
       PQfreeCancel(f.cancel);
       f.cancel = nullptr;
     }
-  } clear{*in_flight_};
+  } clear{flight};
   try {
-    while (result.batches < options.max_batches && !in_flight_->cancelled) {
-      const std::int64_t deleted = RunBatch(core, s, *topic_id, owner, options);
+    for (;;) {
+      if (flight.cancelled) {
+        result.cancelled = true;
+        break;
+      }
+      // Every earlier batch came back full, so rows may remain.
+      if (result.batches == options.max_batches) {
+        result.stopped_at_limit = true;
+        break;
+      }
+      // Claim() just set the first lease.
+      if (result.batches > 0 &&
+          !RenewClaim(core, s, *topic_id, owner, options.claim_ttl)) {
+        result.lost_claim = true;
+        break;
+      }
+      const std::int64_t deleted = RunBatch(core, s, *topic_id, options);
       result.deleted += deleted;
       ++result.batches;
       if (deleted < options.batch_size) break;  // short batch: caught up
     }
-    result.stopped_at_limit = result.batches == options.max_batches &&
-                              !in_flight_->cancelled;
   } catch (const DatabaseError& e) {
-    pg::ExecScript(s.conn, kOp, "ROLLBACK");
-    if (!(in_flight_->cancelled && e.sqlstate() == pg::kQueryCanceled)) {
-      Record(core, s, *topic_id, owner, result.deleted, e.what());
+    RollbackQuietly(s.conn);
+    if (!(flight.cancelled && e.sqlstate() == pg::kQueryCanceled)) {
+      try {
+        Record(core, s, *topic_id, owner, result.deleted, e.what());
+      } catch (const Error&) {
+      }
       throw;
     }
+    result.cancelled = true;  // the batch in flight rolled back
   }
-  result.cancelled = in_flight_->cancelled;
-  Record(core, s, *topic_id, owner, result.deleted, "");
+  const std::string outcome = result.cancelled ? kCancelledError : "";
+  try {
+    Record(core, s, *topic_id, owner, result.deleted, outcome);
+  } catch (const DatabaseError& e) {
+    // A cancel request sent just as the last batch finished can land on
+    // this statement instead; the server honours one request once.
+    if (!(flight.cancelled && e.sqlstate() == pg::kQueryCanceled)) throw;
+    Record(core, s, *topic_id, owner, result.deleted, outcome);
+  }
   return result;
 }
 

@@ -6,16 +6,20 @@
 // never waits on a locked key and never deletes a materialized head. The
 // cutoff comes from the server clock and the topic row.
 //
+// Before the batches a sweep takes the topic's claim in janitor_state so that
+// two processes do not sweep one topic at the same moment; the second one
+// skips and says so. The claim only saves work: correctness rests on the
+// row locks alone.
+//
 // Lifetime: borrows the Client, which must outlive it. Thread safety:
-// SweepHeadless runs one sweep at a time per Janitor; Cancel() may be called
-// from any thread.
+// SweepHeadless may be called from several threads but runs one sweep at a
+// time per Janitor (use one Janitor per thread for parallel sweeps);
+// Cancel() may be called from any thread.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 namespace compaction {
@@ -27,19 +31,25 @@ struct SweepOptions {
   int max_batches = 1000;  // batches per sweep, > 0
   // Bounds each batch statement on the server.
   std::chrono::milliseconds statement_timeout = std::chrono::seconds(10);
-  // How long this sweep's claim on the topic lasts; renewed per batch.
+  // How long this sweep's claim on the topic lasts; renewed before each
+  // batch, so it should exceed statement_timeout.
   std::chrono::milliseconds claim_ttl = std::chrono::seconds(60);
-  // Names this process in janitor_state.claimed_by; empty = host:pid.
+  // Names this process in janitor_state.claimed_by; empty = host:pid:n,
+  // unique per sweep.
+  // Two sweeps with the same owner do not exclude each other.
   std::string owner;
 };
 
 struct SweepResult {
-  std::int64_t deleted = 0;
-  int batches = 0;
-  bool stopped_at_limit = false;  // max_batches ran and the last was full
+  std::int64_t deleted = 0;       // rows deleted by committed batches
+  int batches = 0;                // batches committed
+  bool stopped_at_limit = false;  // max_batches ran, all full: rows may remain
   bool skipped = false;           // another owner held the topic's claim
   std::string claimed_by;         // that owner, when skipped
   bool cancelled = false;         // Cancel() stopped the sweep early
+  // Our claim lapsed (a batch outlasted claim_ttl) and another owner took
+  // the topic over; the sweep stopped and left the bookkeeping to it.
+  bool lost_claim = false;
 };
 
 class Janitor {
@@ -47,13 +57,19 @@ class Janitor {
   explicit Janitor(Client& client);
   ~Janitor();
 
-  // Sweeps one topic. Throws InvalidArgument (bad options), TopicNotFound,
-  // or the database error of the failing batch (recorded in janitor_state).
+  // Sweeps one topic. Throws InvalidArgument (bad name or options, before
+  // any I/O), TopicNotFound, or the error of the failing batch, whose
+  // DatabaseError is recorded in janitor_state.last_error. Each sweep that
+  // took the claim records its start, finish and rows deleted; a success
+  // also sets last_success_at and clears last_error, a cancelled sweep sets
+  // last_error to "cancelled".
   SweepResult SweepHeadless(const std::string& topic_name,
                             const SweepOptions& options = {});
 
-  // Stops the sweep in flight after cancelling its running statement
-  // (PQcancel); later sweeps run normally. Safe from any thread.
+  // Stops the sweep in flight: cancels its running statement (PQcancel),
+  // whose batch rolls back, and starts no further batch. That sweep returns
+  // normally with `cancelled` set. A Cancel() with no sweep in flight has no
+  // effect on later sweeps. Safe from any thread; blocks on the network.
   void Cancel();
 
  private:

@@ -1,0 +1,303 @@
+#include "daemon/app.hpp"
+
+#include <csignal>
+#include <cstdlib>
+
+#include "daemon/connect.hpp"
+#include "daemon/failure.hpp"
+#include "daemon/log.hpp"
+#include "daemon/systemd_notify.hpp"
+#include "daemon/version.hpp"
+
+namespace compactiond {
+namespace {
+
+constexpr auto kShutdownPoll = std::chrono::milliseconds(20);
+constexpr auto kCancelRepeat = std::chrono::milliseconds(200);
+
+// Settings that only a restart applies: they shape connections and sockets.
+std::vector<std::string> RestartOnlyChanges(const Settings& a,
+                                            const Settings& b) {
+  std::vector<std::string> out;
+  if (a.db != b.db) out.push_back("db");
+  if (a.schema != b.schema) out.push_back("schema");
+  if (a.listen != b.listen) out.push_back("listen");
+  if (a.pool_size != b.pool_size) out.push_back("pool-size");
+  if (a.application_name != b.application_name) {
+    out.push_back("application-name");
+  }
+  if (a.stats_timeout != b.stats_timeout) out.push_back("stats-timeout");
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+bool IsUndefinedTable(const std::exception_ptr& e) {
+  return Describe(e).rfind("DatabaseError 42P01", 0) == 0 ||
+         Describe(e).rfind("DatabaseError 3F000", 0) == 0;
+}
+
+}  // namespace
+
+App::App(std::vector<std::string> args, Invocation invocation)
+    : args_(std::move(args)),
+      invocation_(std::move(invocation)),
+      settings_(invocation_.settings),
+      probe_(Version()),
+      signals_(io_, SIGTERM, SIGINT, SIGHUP),
+      watchdog_timer_(io_),
+      shutdown_timer_(io_) {}
+
+App::~App() {
+  if (canceller_.joinable()) canceller_.join();
+}
+
+void App::Build() {
+  pool_ = std::make_unique<WorkerPool>(io_, settings_.pool_size);
+  db_ = std::make_unique<Database>(
+      io_, *pool_, probe_, ClientConninfo(settings_),
+      ClientOptionsFor(settings_),
+      Database::Callbacks{
+          [this] {
+            topics_->Trigger();
+            stats_->RefreshNow();
+            UpdateReady();
+          },
+          [this] { UpdateReady(); }});
+  db_->SetBackoff(settings_.reconnect_min, settings_.reconnect_max);
+  scheduler_ = std::make_unique<Scheduler>(io_, *pool_, *db_, probe_,
+                                           ScheduleSettings::From(settings_));
+  topics_ = std::make_unique<PeriodicJob<std::vector<compaction::TopicInfo>>>(
+      io_, *pool_, *db_, settings_.topic_refresh_interval,
+      [](compaction::Client& client) { return client.ListTopics(); },
+      [this](Outcome<std::vector<compaction::TopicInfo>>& outcome,
+             const std::shared_ptr<compaction::Client>&) { OnTopics(outcome); });
+  topics_->SetRetry(settings_.reconnect_max);
+  stats_ = std::make_unique<StatsCache>(io_, *pool_, *db_, probe_,
+                                        settings_.stats_interval);
+  listener_ = std::make_unique<TopicListener>(
+      ConnectionParams(settings_), settings_.schema, settings_.reconnect_min,
+      settings_.reconnect_max,
+      TopicListener::Callbacks{
+          [this] { asio::post(io_, [this] { topics_->Trigger(); }); },
+          [this](bool connected) {
+            // A dropped LISTEN connection is the quickest sign of an outage:
+            // probe the database now instead of at the next refresh.
+            if (!connected) asio::post(io_, [this] { stats_->RefreshNow(); });
+          }});
+  http_ = std::make_unique<HttpServer>(
+      io_, [this](const std::string& path) { return Handle(path); });
+}
+
+bool App::StartHttp() {
+  auto [host, port] = ParseListen("listen", settings_.listen);
+  try {
+    auto endpoint = http_->Listen(host, port);
+    LogInfo("http", "listening",
+            {{"address", endpoint.address().to_string()},
+             {"port", static_cast<int>(endpoint.port())}});
+    return true;
+  } catch (const boost::system::system_error& e) {
+    LogError("http", "cannot listen",
+             {{"listen", settings_.listen}, {"error", e.code().message()}});
+    return false;
+  }
+}
+
+int App::Run() {
+  SetLogLevel(settings_.log_level);
+  Build();
+  LogInfo("app", "starting",
+          {{"version", Version()},
+           {"schema", settings_.schema},
+           {"pool_size", settings_.pool_size},
+           {"systemd", systemd::Available()}});
+  if (!StartHttp()) return 1;
+  WaitForSignal();
+  if (auto every = systemd::WatchdogPingInterval()) PingWatchdog(*every);
+  // Ready for systemd once the endpoints serve: a database outage is
+  // reported by /readyz and compaction_up, and must not make systemd kill
+  // a daemon that is correctly waiting for the database to return.
+  systemd::NotifyReady();
+  systemd::NotifyStatus("waiting for the database");
+  probe_.SetUp(false);
+  probe_.SetReady(false);
+  db_->Start();
+  stats_->Start();
+  listener_->Start();
+  io_.run();
+  // Only reached after a clean shutdown: every sweep has returned.
+  listener_->Stop();
+  pool_->Join();
+  LogInfo("app", "stopped");
+  return 0;
+}
+
+void App::WaitForSignal() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    OnSignal(signal);
+    WaitForSignal();
+  });
+}
+
+void App::OnSignal(int signal) {
+  if (signal == SIGHUP) {
+    if (!stopping_) Reload();
+    return;
+  }
+  if (stopping_) {
+    LogWarn("app", "second signal, exiting at once", {{"signal", signal}});
+    std::_Exit(1);
+  }
+  BeginShutdown(signal);
+}
+
+void App::Reload() {
+  Invocation fresh;
+  try {
+    fresh = ParseInvocation(args_);
+  } catch (const ConfigError& e) {
+    LogError("app", "reload failed; keeping the running configuration",
+             {{"error", e.what()}});
+    return;
+  }
+  auto restart_only = RestartOnlyChanges(settings_, fresh.settings);
+  if (!restart_only.empty()) {
+    LogWarn("app", "changed settings need a restart; ignored",
+            {{"keys", Join(restart_only)}});
+  }
+  Settings next = fresh.settings;
+  // Keep what only a restart can change, so later comparisons stay honest.
+  next.db = settings_.db;
+  next.schema = settings_.schema;
+  next.listen = settings_.listen;
+  next.pool_size = settings_.pool_size;
+  next.application_name = settings_.application_name;
+  next.stats_timeout = settings_.stats_timeout;
+  settings_ = next;
+  SetLogLevel(settings_.log_level);
+  scheduler_->Reconfigure(ScheduleSettings::From(settings_));
+  stats_->SetPeriod(settings_.stats_interval);
+  topics_->SetPeriod(settings_.topic_refresh_interval);
+  db_->SetBackoff(settings_.reconnect_min, settings_.reconnect_max);
+  LogInfo("app", "configuration reloaded",
+          {{"batch_size", settings_.batch_size},
+           {"max_batches", settings_.max_batches},
+           {"min_interval_ms",
+            static_cast<std::int64_t>(settings_.min_interval.count())},
+           {"max_interval_ms",
+            static_cast<std::int64_t>(settings_.max_interval.count())},
+           {"log_level", std::string(LogLevelName(settings_.log_level))}});
+  topics_->Trigger();
+}
+
+void App::OnTopics(Outcome<std::vector<compaction::TopicInfo>>& outcome) {
+  if (!outcome.ok()) {
+    if (!IsConnectionError(outcome.error)) {
+      LogError("app", "cannot list topics",
+               {{"error", Describe(outcome.error)},
+                {"hint", IsUndefinedTable(outcome.error)
+                             ? "run: compactiond schema install"
+                             : ""}});
+    }
+    return;
+  }
+  size_t before = scheduler_->topic_count();
+  scheduler_->SetTopics(*outcome.value);
+  if (!topics_loaded_ || before != scheduler_->topic_count()) {
+    LogInfo("app", "topics loaded",
+            {{"topics", static_cast<std::int64_t>(scheduler_->topic_count())}});
+    stats_->RefreshNow();  // series of new topics get values promptly
+  }
+  topics_loaded_ = true;
+  UpdateReady();
+}
+
+void App::UpdateReady() {
+  bool ready = !stopping_ && db_->up() && topics_loaded_;
+  probe_.SetReady(ready);
+  if (ready == ready_) return;
+  ready_ = ready;
+  LogInfo("app", ready ? "ready" : "not ready",
+          {{"database_up", db_->up()}, {"topics_loaded", topics_loaded_}});
+  systemd::NotifyStatus(ready ? "sweeping" : "waiting for the database");
+}
+
+HttpResponse App::Handle(const std::string& path) {
+  if (path == "/metrics") {
+    return {200, "text/plain; version=0.0.4; charset=utf-8", probe_.Serialize()};
+  }
+  if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
+  if (path == "/readyz") {
+    if (ready_) return {200, "text/plain; charset=utf-8", "ready\n"};
+    std::string why = stopping_        ? "shutting down"
+                      : !db_->up()     ? "database unreachable"
+                                       : "topics not loaded";
+    return {503, "text/plain; charset=utf-8", "not ready: " + why + "\n"};
+  }
+  if (path == "/") {
+    return {200, "text/plain; charset=utf-8",
+            "compactiond: /metrics /healthz /readyz\n"};
+  }
+  return {404, "text/plain; charset=utf-8", "not found\n"};
+}
+
+void App::PingWatchdog(Millis every) {
+  systemd::NotifyWatchdog();
+  watchdog_timer_.expires_after(every);
+  watchdog_timer_.async_wait([this, every](const boost::system::error_code& ec) {
+    if (!ec) PingWatchdog(every);
+  });
+}
+
+void App::BeginShutdown(int signal) {
+  stopping_ = true;
+  systemd::NotifyStopping();
+  LogInfo("app", "shutting down",
+          {{"signal", signal}, {"sweeps_in_flight", scheduler_->in_flight()}});
+  // Last resort: whatever hangs (a dead host mid-connect), exit in time. A
+  // batch cut off here is rolled back by the server, which is harmless.
+  Millis limit = settings_.shutdown_timeout;
+  std::thread([limit] {
+    std::this_thread::sleep_for(limit);
+    LogWarn("app", "shutdown timeout; exiting with work in flight",
+            {{"timeout_ms", static_cast<std::int64_t>(limit.count())}});
+    std::_Exit(0);
+  }).detach();
+  scheduler_->Stop();
+  topics_->Stop();
+  stats_->Stop();
+  db_->Stop();
+  UpdateReady();
+  // PQcancel blocks on the network, so it runs on its own thread; repeated,
+  // because a sweep that was just starting may miss the first cancel.
+  canceller_ = std::thread([this] {
+    while (!sweeps_done_) {
+      scheduler_->CancelInFlight();
+      std::this_thread::sleep_for(kCancelRepeat);
+    }
+  });
+  PollShutdown();
+}
+
+void App::PollShutdown() {
+  if (scheduler_->in_flight() == 0) {
+    sweeps_done_ = true;
+    http_->Stop();
+    watchdog_timer_.cancel();
+    signals_.cancel();
+    io_.stop();
+    return;
+  }
+  shutdown_timer_.expires_after(kShutdownPoll);
+  shutdown_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) PollShutdown();
+  });
+}
+
+}  // namespace compactiond

@@ -1,0 +1,254 @@
+#include "daemon/cli.hpp"
+
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <compaction/compaction.hpp>
+#include <nlohmann/json.hpp>
+
+#include "daemon/app.hpp"
+#include "daemon/config.hpp"
+#include "daemon/connect.hpp"
+#include "daemon/duration.hpp"
+#include "daemon/failure.hpp"
+#include "daemon/log.hpp"
+#include "daemon/scheduler.hpp"
+#include "daemon/version.hpp"
+
+namespace compactiond {
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+double Seconds(std::chrono::milliseconds d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+nlohmann::json Timestamp(const std::optional<Clock::time_point>& t) {
+  if (!t) return nullptr;
+  return std::chrono::duration<double>(t->time_since_epoch()).count();
+}
+
+compaction::Client Connect(const Settings& s) {
+  return compaction::Client::Connect(ClientConninfo(s), ClientOptionsFor(s));
+}
+
+std::string Command(const Invocation& inv) {
+  std::string out;
+  for (const auto& w : inv.command) out += (out.empty() ? "" : " ") + w;
+  return out.empty() ? "run" : out;
+}
+
+// Rejects options given to a subcommand that does not take them.
+void CheckOptionUse(const Invocation& inv, const std::string& command) {
+  bool json_ok = command == "stats" || command == "topic list";
+  if (inv.json && !json_ok) {
+    throw ConfigError("option '--json' is for 'stats' and 'topic list'");
+  }
+  if (inv.once && command != "sweep") {
+    throw ConfigError("option '--once' is for 'sweep'");
+  }
+  if (inv.headless_ttl && command.rfind("topic register", 0) != 0) {
+    throw ConfigError("option '--headless-ttl' is for 'topic register'");
+  }
+}
+
+int SweepOnce(const Settings& s) {
+  compaction::Client client = Connect(s);
+  std::vector<compaction::TopicInfo> topics = client.ListTopics();
+  compaction::SweepOptions options = ScheduleSettings::From(s).sweep;
+  std::mutex mu;
+  size_t next = 0;
+  int failed = 0;
+  auto worker = [&] {
+    compaction::Janitor janitor(client);
+    for (;;) {
+      std::string name;
+      {
+        std::lock_guard lock(mu);
+        if (next == topics.size()) return;
+        name = topics[next++].name;
+      }
+      try {
+        compaction::SweepResult r = janitor.SweepHeadless(name, options);
+        std::lock_guard lock(mu);
+        std::cout << "topic=" << name << " deleted=" << r.deleted
+                  << " batches=" << r.batches << " status="
+                  << (r.skipped ? "skipped claimed_by=" + r.claimed_by : "ok")
+                  << "\n";
+      } catch (const std::exception&) {
+        std::string error = Describe(std::current_exception());
+        std::lock_guard lock(mu);
+        ++failed;
+        LogError("sweep", "sweep failed", {{"topic", name}, {"error", error}});
+        std::cout << "topic=" << name << " status=failed\n";
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < s.pool_size; ++i) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  std::cout.flush();
+  LogInfo("sweep", "pass finished",
+          {{"topics", static_cast<std::int64_t>(topics.size())},
+           {"failed", failed}});
+  return failed == 0 ? kExitOk : kExitFailure;
+}
+
+nlohmann::json StatsJson(const compaction::TopicOverview& t) {
+  const compaction::JanitorState& j = t.stats.janitor;
+  return {
+      {"topic", t.info.name},
+      {"id", t.info.id},
+      {"headless_ttl_seconds", Seconds(t.info.headless_ttl)},
+      {"headless_rows", t.stats.headless_rows},
+      {"headless_oldest_age_seconds", Seconds(t.stats.oldest_headless_age)},
+      {"estimated_head_rows", t.stats.estimated_head_rows},
+      {"janitor",
+       {{"last_sweep_started_at", Timestamp(j.last_sweep_started_at)},
+        {"last_sweep_finished_at", Timestamp(j.last_sweep_finished_at)},
+        {"last_success_at", Timestamp(j.last_success_at)},
+        {"last_deleted_rows", j.last_deleted_rows},
+        {"total_deleted_rows", j.total_deleted_rows},
+        {"last_error", j.last_error},
+        {"claimed_by", j.claimed_by}}},
+  };
+}
+
+int Stats(const Settings& s, bool json) {
+  compaction::Client client = Connect(s);
+  auto all = client.ListTopicStats();
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& t : all) out.push_back(StatsJson(t));
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << std::left << std::setw(32) << "TOPIC" << std::setw(10) << "TTL"
+            << std::setw(12) << "HEADLESS" << std::setw(14) << "OLDEST_AGE_S"
+            << std::setw(14) << "DELETED_TOTAL" << "LAST_ERROR\n";
+  for (const auto& t : all) {
+    std::ostringstream age;
+    age << std::fixed << std::setprecision(1)
+        << Seconds(t.stats.oldest_headless_age);
+    std::cout << std::left << std::setw(32) << t.info.name << std::setw(10)
+              << FormatDuration(t.info.headless_ttl) << std::setw(12)
+              << t.stats.headless_rows << std::setw(14) << age.str()
+              << std::setw(14) << t.stats.janitor.total_deleted_rows
+              << t.stats.janitor.last_error << "\n";
+  }
+  return kExitOk;
+}
+
+int TopicList(const Settings& s, bool json) {
+  compaction::Client client = Connect(s);
+  auto topics = client.ListTopics();
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& t : topics) {
+      out.push_back({{"id", t.id},
+                     {"name", t.name},
+                     {"headless_ttl_seconds", Seconds(t.headless_ttl)}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << std::left << std::setw(8) << "ID" << std::setw(32) << "TOPIC"
+            << "TTL\n";
+  for (const auto& t : topics) {
+    std::cout << std::left << std::setw(8) << t.id << std::setw(32) << t.name
+              << FormatDuration(t.headless_ttl) << "\n";
+  }
+  return kExitOk;
+}
+
+// Several names register one after another on one connection.
+int TopicRegister(const Settings& s, const std::vector<std::string>& names,
+                  std::optional<Millis> ttl) {
+  compaction::Client client = Connect(s);
+  compaction::TopicConfig config;
+  if (ttl) config.headless_ttl = *ttl;
+  for (const std::string& name : names) {
+    compaction::TopicInfo info =
+        client.Topic<compaction::RawMessage>(name).Register(config);
+    std::cout << "registered topic=" << info.name << " id=" << info.id
+              << " headless_ttl=" << FormatDuration(info.headless_ttl) << "\n";
+  }
+  return kExitOk;
+}
+
+int SchemaInstall(const Settings& s) {
+  compaction::Client client = Connect(s);
+  client.InstallSchema();
+  std::cout << "schema installed: " << s.schema << "\n";
+  return kExitOk;
+}
+
+int Dispatch(const std::vector<std::string>& args, Invocation& inv) {
+  const std::string command = Command(inv);
+  CheckOptionUse(inv, command);
+  const Settings& s = inv.settings;
+  const auto& w = inv.command;
+  if (command == "run") return App(args, std::move(inv)).Run();
+  if (command == "sweep") {
+    if (!inv.once) {
+      throw ConfigError("'sweep' needs --once (use 'run' to sweep on timers)");
+    }
+    return SweepOnce(s);
+  }
+  if (command == "stats") return Stats(s, inv.json);
+  if (command == "schema install") return SchemaInstall(s);
+  if (command == "topic list") return TopicList(s, inv.json);
+  if (w.size() >= 3 && w[0] == "topic" && w[1] == "register") {
+    return TopicRegister(s, {w.begin() + 2, w.end()}, inv.headless_ttl);
+  }
+  if (w.size() == 2 && w[0] == "topic" && w[1] == "register") {
+    throw ConfigError(
+        "usage: topic register NAME... [--headless-ttl DURATION]");
+  }
+  throw ConfigError("unknown command '" + command + "' (see --help)");
+}
+
+}  // namespace
+
+int RunCommandLine(const std::vector<std::string>& args) {
+  try {
+    Invocation inv = ParseInvocation(args);
+    if (inv.help) {
+      std::cout << HelpText();
+      return kExitOk;
+    }
+    if (inv.version) {
+      std::cout << "compactiond " << Version() << "\n";
+      return kExitOk;
+    }
+    SetLogLevel(inv.settings.log_level);
+    ConnectionParams(inv.settings);  // the conninfo must parse
+    if (inv.print_config) {
+      std::cout << RenderConfig(inv);
+      return kExitOk;
+    }
+    if (inv.check_config) {
+      std::cout << "configuration ok\n";
+      return kExitOk;
+    }
+    return Dispatch(args, inv);
+  } catch (const ConfigError& e) {
+    std::cerr << "compactiond: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const compaction::InvalidArgument&) {
+    LogError("cli", "invalid argument",
+             {{"error", Describe(std::current_exception())}});
+    return kExitUsage;
+  } catch (const std::exception&) {
+    LogError("cli", "command failed",
+             {{"error", Describe(std::current_exception())}});
+    return kExitFailure;
+  }
+}
+
+}  // namespace compactiond

@@ -1,0 +1,89 @@
+// Configuration: one Boost.Program_options table serves the command line, the
+// config file and the environment (COMPACTIOND_<KEY>, '-' written as '_').
+// Precedence, highest first: command-line flag, environment, config file,
+// built-in default. Every invalid value is a ConfigError naming its key
+// (the process exits 2).
+//
+// Pure parsing, no I/O except reading the config file and the environment.
+// Thread safety: the functions are reentrant; a Settings value is a plain
+// copyable struct.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "daemon/log.hpp"
+
+namespace compactiond {
+
+using Millis = std::chrono::milliseconds;
+
+// Raised for every usage or configuration error; the message names the key.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Every key of the option table, with its built-in default.
+struct Settings {
+  std::string db;  // libpq conninfo/URI; empty: PG* environment variables
+  std::string schema = "compaction";
+  std::string listen = "127.0.0.1:9473";
+  int pool_size = 4;
+  std::string application_name = "compactiond";
+  Millis min_interval{std::chrono::seconds(1)};
+  Millis max_interval{std::chrono::minutes(5)};
+  double jitter = 0.1;
+  int batch_size = 1000;
+  int max_batches = 100;
+  Millis statement_timeout{std::chrono::seconds(10)};
+  Millis claim_ttl{std::chrono::seconds(60)};
+  std::string owner;  // empty: host:pid
+  Millis stats_interval{std::chrono::seconds(15)};
+  Millis stats_timeout{std::chrono::seconds(5)};
+  Millis topic_refresh_interval{std::chrono::seconds(30)};
+  Millis reconnect_min{std::chrono::milliseconds(500)};
+  Millis reconnect_max{std::chrono::seconds(10)};
+  Millis shutdown_timeout{std::chrono::seconds(5)};
+  LogLevel log_level = LogLevel::kInfo;
+};
+
+// Where a setting's effective value came from.
+enum class Source { kDefault, kFile, kEnvironment, kFlag };
+
+struct Invocation {
+  std::vector<std::string> command;  // e.g. {"topic", "register", "orders"}
+  bool help = false;
+  bool version = false;
+  bool check_config = false;
+  bool print_config = false;
+  bool json = false;
+  bool once = false;
+  std::optional<Millis> headless_ttl;
+  std::string config_file;  // empty: none
+  Settings settings;
+  std::map<std::string, Source> sources;  // key → origin of its value
+};
+
+// Parses `args` (argv without argv[0]) plus the environment and the config
+// file named by --config or COMPACTIOND_CONFIG. With --help or --version the
+// file is not read. Throws ConfigError.
+Invocation ParseInvocation(const std::vector<std::string>& args);
+
+// Usage text for --help.
+std::string HelpText();
+
+// The effective configuration in config-file syntax with each value's source
+// as a comment; the password in `db` is masked.
+std::string RenderConfig(const Invocation& invocation);
+
+// "HOST:PORT" or "[V6]:PORT" split into host and port. Throws ConfigError
+// naming `key`.
+std::pair<std::string, unsigned short> ParseListen(const std::string& key,
+                                                   const std::string& value);
+
+}  // namespace compactiond

@@ -1,0 +1,44 @@
+#include "daemon/connect.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "daemon/conninfo.hpp"
+
+namespace compactiond {
+
+std::map<std::string, std::string> ConnectionParams(const Settings& s) {
+  std::map<std::string, std::string> params;
+  try {
+    params = ConninfoParams(s.db);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("invalid value for key 'db': " + std::string(e.what()));
+  }
+  std::string options = params.count("options") != 0 ? params["options"] : "";
+  if (options.empty()) {
+    if (const char* env = std::getenv("PGOPTIONS")) options = env;
+  }
+  if (!options.empty()) options += " ";
+  options += "-c statement_timeout=" + std::to_string(s.stats_timeout.count());
+  params["options"] = options;
+  if (params.count("connect_timeout") == 0 &&
+      std::getenv("PGCONNECT_TIMEOUT") == nullptr) {
+    params["connect_timeout"] = "10";
+  }
+  params["application_name"] = s.application_name;
+  return params;
+}
+
+std::string ClientConninfo(const Settings& s) {
+  return RenderConninfo(ConnectionParams(s));
+}
+
+compaction::ClientOptions ClientOptionsFor(const Settings& s) {
+  compaction::ClientOptions options;
+  options.schema = s.schema;
+  options.pool_size = s.pool_size;
+  options.application_name = s.application_name;
+  return options;
+}
+
+}  // namespace compactiond

@@ -1,0 +1,93 @@
+#include "daemon/conninfo.hpp"
+
+#include <libpq-fe.h>
+
+#include <memory>
+#include <stdexcept>
+
+namespace compactiond {
+namespace {
+
+struct OptionsFree {
+  void operator()(PQconninfoOption* o) const { PQconninfoFree(o); }
+};
+using OptionsPtr = std::unique_ptr<PQconninfoOption, OptionsFree>;
+
+OptionsPtr Parse(const std::string& conninfo, std::string* error) {
+  char* err = nullptr;
+  OptionsPtr options(PQconninfoParse(conninfo.c_str(), &err));
+  if (err != nullptr) {
+    if (error != nullptr) {
+      *error = err;
+      while (!error->empty() && error->back() == '\n') error->pop_back();
+    }
+    PQfreemem(err);
+  }
+  return options;
+}
+
+std::string Quote(const std::string& value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('\'');
+  return out;
+}
+
+}  // namespace
+
+bool ConninfoHasPassword(const std::string& conninfo) {
+  if (conninfo.empty()) return false;
+  OptionsPtr options = Parse(conninfo, nullptr);
+  if (!options) return false;
+  for (PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
+    if (std::string(o->keyword) == "password" && o->val != nullptr &&
+        o->val[0] != '\0') {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string MaskConninfo(const std::string& conninfo) {
+  if (conninfo.empty()) return "";
+  try {
+    auto params = ConninfoParams(conninfo);
+    if (params.count("password") != 0) params["password"] = "********";
+    return RenderConninfo(params);
+  } catch (const std::invalid_argument&) {
+    return "<unparsable conninfo>";
+  }
+}
+
+std::map<std::string, std::string> ConninfoParams(
+    const std::string& conninfo,
+    const std::map<std::string, std::string>& overrides) {
+  std::map<std::string, std::string> params;
+  if (!conninfo.empty()) {
+    std::string error;
+    OptionsPtr options = Parse(conninfo, &error);
+    if (!options) {
+      // libpq's message quotes the offending syntax, never a whole password.
+      throw std::invalid_argument(error.empty() ? "invalid conninfo" : error);
+    }
+    for (PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
+      if (o->val != nullptr) params[o->keyword] = o->val;
+    }
+  }
+  for (const auto& [k, v] : overrides) params[k] = v;
+  return params;
+}
+
+std::string RenderConninfo(const std::map<std::string, std::string>& params) {
+  std::string out;
+  for (const auto& [k, v] : params) {
+    if (!out.empty()) out.push_back(' ');
+    out.append(k).append("=").append(Quote(v));
+  }
+  return out;
+}
+
+}  // namespace compactiond

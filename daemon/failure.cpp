@@ -1,0 +1,55 @@
+#include "daemon/failure.hpp"
+
+#include <compaction/errors.hpp>
+
+namespace compactiond {
+
+bool IsConnectionError(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const compaction::ConnectionLost&) {
+    return true;
+  } catch (const compaction::CommitOutcomeUnknown&) {
+    return true;
+  } catch (const compaction::DatabaseError& e) {
+    const std::string& s = e.sqlstate();
+    return s.rfind("08", 0) == 0 || s == "57P01" || s == "57P02" ||
+           s == "57P03";
+  } catch (...) {
+    return false;
+  }
+}
+
+bool IsCancelled(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const compaction::DatabaseError& e) {
+    return e.sqlstate() == "57014";
+  } catch (...) {
+    return false;
+  }
+}
+
+std::string Describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const compaction::ConnectionLost& e) {
+    return std::string("ConnectionLost: ") + e.what();
+  } catch (const compaction::CommitOutcomeUnknown& e) {
+    return std::string("CommitOutcomeUnknown: ") + e.what();
+  } catch (const compaction::TopicNotFound& e) {
+    return std::string("TopicNotFound: ") + e.what();
+  } catch (const compaction::SchemaVersionMismatch& e) {
+    return std::string("SchemaVersionMismatch: ") + e.what();
+  } catch (const compaction::InvalidArgument& e) {
+    return std::string("InvalidArgument: ") + e.what();
+  } catch (const compaction::DatabaseError& e) {
+    return "DatabaseError " + e.sqlstate() + ": " + e.what();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace compactiond

@@ -1,0 +1,56 @@
+// TopicListener: LISTEN compaction_topics on a dedicated libpq connection and
+// thread, so the daemon learns of registered and destroyed topics within
+// moments instead of at the next periodic refresh. Notifications whose
+// payload names another schema are ignored. After every (re)connect it
+// reports an event too, since notifications sent while it was away are lost.
+//
+// The thread waits on PQsocket with poll() in 250 ms slices and checks a stop
+// flag, so Stop() returns within about that long, even mid-connect.
+//
+// Lifetime: Start() once; Stop() (or the destructor) joins the thread.
+// Thread safety: Start/Stop from one thread; the callbacks run on the
+// listener thread and must only post work elsewhere.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "daemon/config.hpp"
+
+namespace compactiond {
+
+class TopicListener {
+ public:
+  struct Callbacks {
+    std::function<void()> on_topics_changed;
+    std::function<void(bool connected)> on_connection;
+  };
+
+  // `params`: libpq keyword → value, application_name included.
+  TopicListener(std::map<std::string, std::string> params, std::string schema,
+                Millis retry_min, Millis retry_max, Callbacks callbacks);
+  ~TopicListener();
+  TopicListener(const TopicListener&) = delete;
+  TopicListener& operator=(const TopicListener&) = delete;
+
+  void Start();
+  void Stop();
+
+ private:
+  void Run();
+  bool Session();  // one connection's life; false when stopping
+  bool Sleep(Millis d);
+
+  const std::map<std::string, std::string> params_;
+  const std::string schema_;
+  const Millis retry_min_;
+  const Millis retry_max_;
+  Callbacks callbacks_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace compactiond

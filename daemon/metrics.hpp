@@ -1,0 +1,52 @@
+// MetricsProbe: the only code that touches prometheus-cpp. Everything else
+// reports through these typed methods, so metric names, HELP texts and
+// labels live in one file (label `topic` only, never a message key).
+//
+// Lifetime: owned by the App for the whole run. Thread safety: every method
+// may be called from any thread (prometheus-cpp metrics are atomic; the
+// per-topic series table is guarded by a mutex).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace compactiond {
+
+class MetricsProbe {
+ public:
+  explicit MetricsProbe(const std::string& version);
+  ~MetricsProbe();
+  MetricsProbe(const MetricsProbe&) = delete;
+  MetricsProbe& operator=(const MetricsProbe&) = delete;
+
+  void SetUp(bool up);
+  void SetReady(bool ready);
+
+  // Creates the topic's series (idempotent) and sets its TTL gauge.
+  void AddTopic(const std::string& topic, std::chrono::milliseconds ttl);
+  // Removes every series of a destroyed topic.
+  void RemoveTopic(const std::string& topic);
+  bool HasTopic(const std::string& topic) const;
+
+  void SetHeadless(const std::string& topic, std::int64_t rows,
+                   std::chrono::milliseconds oldest_age);
+  void SweepSucceeded(const std::string& topic, std::int64_t deleted,
+                      std::chrono::duration<double> duration);
+  void SweepFailed(const std::string& topic,
+                   std::chrono::duration<double> duration);
+  void SweepSkipped(const std::string& topic);
+
+  void StatsRefreshed();
+  void StatsRefreshFailed();
+
+  // The registry in the Prometheus text exposition format.
+  std::string Serialize() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace compactiond

@@ -1,0 +1,100 @@
+// PeriodicJob: runs one database job on the WorkerPool every `period`, and
+// on demand (Trigger), never two at once: a trigger while one runs queues
+// exactly one more run. Used for the topic list and the statistics refresh.
+//
+// Lifetime: owned by the App; Stop() before destruction. Thread safety:
+// io_context thread only.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include <compaction/client.hpp>
+
+#include "daemon/asio.hpp"
+#include "daemon/config.hpp"
+#include "daemon/database.hpp"
+#include "daemon/worker_pool.hpp"
+
+namespace compactiond {
+
+template <class T>
+class PeriodicJob {
+ public:
+  // work(client) runs on a worker; done(outcome, client) on the io_context.
+  using Work = std::function<T(compaction::Client&)>;
+  using Done = std::function<void(Outcome<T>&,
+                                  const std::shared_ptr<compaction::Client>&)>;
+
+  PeriodicJob(asio::io_context& io, WorkerPool& pool, Database& db,
+              Millis period, Work work, Done done)
+      : pool_(pool),
+        db_(db),
+        timer_(io),
+        period_(period),
+        work_(std::move(work)),
+        done_(std::move(done)),
+        alive_(std::make_shared<bool>(true)) {}
+  ~PeriodicJob() { *alive_ = false; }
+
+  void Start() { Trigger(); }
+  void Stop() {
+    stopped_ = true;
+    timer_.cancel();
+  }
+  void SetPeriod(Millis period) { period_ = period; }
+
+  // Runs the job now (or right after the one in flight).
+  void Trigger() {
+    if (stopped_) return;
+    if (running_) {
+      pending_ = true;
+      return;
+    }
+    std::shared_ptr<compaction::Client> client = db_.client();
+    if (!client) {
+      Rearm(period_);  // the link's on_up triggers us on reconnect
+      return;
+    }
+    running_ = true;
+    pool_.Submit([work = work_, client] { return work(*client); },
+                 [this, alive = alive_, client](Outcome<T> outcome) {
+                   if (!*alive) return;
+                   running_ = false;
+                   if (stopped_) return;
+                   done_(outcome, client);
+                   if (!outcome.ok()) db_.ReportError(client, outcome.error);
+                   if (pending_) {
+                     pending_ = false;
+                     Trigger();
+                   } else {
+                     Rearm(outcome.ok() ? period_ : std::min(period_, retry_));
+                   }
+                 });
+  }
+
+  // Delay before the next run after a failure that was not a lost connection.
+  void SetRetry(Millis retry) { retry_ = retry; }
+
+ private:
+  void Rearm(Millis delay) {
+    timer_.expires_after(delay);
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) Trigger();
+    });
+  }
+
+  WorkerPool& pool_;
+  Database& db_;
+  asio::steady_timer timer_;
+  Millis period_;
+  Millis retry_{std::chrono::seconds(1)};
+  Work work_;
+  Done done_;
+  std::shared_ptr<bool> alive_;
+  bool running_ = false;
+  bool pending_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace compactiond

@@ -1,0 +1,43 @@
+#include "daemon/stats_cache.hpp"
+
+#include "daemon/failure.hpp"
+#include "daemon/log.hpp"
+
+namespace compactiond {
+
+StatsCache::StatsCache(asio::io_context& io, WorkerPool& pool, Database& db,
+                       MetricsProbe& probe, Millis period)
+    : probe_(probe),
+      job_(
+          io, pool, db, period,
+          [](compaction::Client& client) { return client.ListTopicStats(); },
+          [this](Outcome<std::vector<compaction::TopicOverview>>& outcome,
+                 const std::shared_ptr<compaction::Client>&) {
+            Publish(outcome);
+          }) {}
+
+void StatsCache::Publish(
+    Outcome<std::vector<compaction::TopicOverview>>& outcome) {
+  if (!outcome.ok()) {
+    probe_.StatsRefreshFailed();
+    // One line per outage, not one per refresh.
+    if (failures_in_a_row_++ == 0) {
+      LogWarn("stats", "refresh failed", {{"error", Describe(outcome.error)}});
+    }
+    return;
+  }
+  if (failures_in_a_row_ > 0) {
+    LogInfo("stats", "refresh recovered", {{"failures", failures_in_a_row_}});
+  }
+  failures_in_a_row_ = 0;
+  for (const compaction::TopicOverview& t : *outcome.value) {
+    // Series exist only for topics the scheduler knows, so a topic destroyed
+    // between the two queries does not come back.
+    if (!probe_.HasTopic(t.info.name)) continue;
+    probe_.SetHeadless(t.info.name, t.stats.headless_rows,
+                       t.stats.oldest_headless_age);
+  }
+  probe_.StatsRefreshed();
+}
+
+}  // namespace compactiond

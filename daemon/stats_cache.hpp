@@ -1,0 +1,38 @@
+// StatsCache: refreshes every topic's headless-row count and oldest age on
+// its own timer (one ListTopicStats query, bounded by stats-timeout on the
+// server) and publishes them to the MetricsProbe. A scrape reads the probe
+// only, so it never waits on the database; between refreshes the values are
+// as of compaction_stats_last_refresh_timestamp_seconds.
+//
+// Lifetime: owned by the App; Stop() before destruction. Thread safety:
+// io_context thread only.
+#pragma once
+
+#include <vector>
+
+#include <compaction/options.hpp>
+#include <compaction/stats.hpp>
+
+#include "daemon/periodic.hpp"
+
+namespace compactiond {
+
+class StatsCache {
+ public:
+  StatsCache(asio::io_context& io, WorkerPool& pool, Database& db,
+             MetricsProbe& probe, Millis period);
+
+  void Start() { job_.Start(); }
+  void Stop() { job_.Stop(); }
+  void RefreshNow() { job_.Trigger(); }
+  void SetPeriod(Millis period) { job_.SetPeriod(period); }
+
+ private:
+  void Publish(Outcome<std::vector<compaction::TopicOverview>>& outcome);
+
+  MetricsProbe& probe_;
+  PeriodicJob<std::vector<compaction::TopicOverview>> job_;
+  int failures_in_a_row_ = 0;
+};
+
+}  // namespace compactiond

@@ -1,0 +1,43 @@
+#include "daemon/systemd_notify.hpp"
+
+#ifdef COMPACTIOND_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+namespace compactiond::systemd {
+namespace {
+
+void Send([[maybe_unused]] const std::string& state) {
+#ifdef COMPACTIOND_HAVE_SYSTEMD
+  // unset_environment = 0: a reload may notify again.
+  sd_notify(0, state.c_str());
+#endif
+}
+
+}  // namespace
+
+void NotifyReady() { Send("READY=1"); }
+void NotifyStopping() { Send("STOPPING=1"); }
+void NotifyReloading() { Send("RELOADING=1"); }
+void NotifyStatus(const std::string& status) { Send("STATUS=" + status); }
+void NotifyWatchdog() { Send("WATCHDOG=1"); }
+
+std::optional<Millis> WatchdogPingInterval() {
+#ifdef COMPACTIOND_HAVE_SYSTEMD
+  uint64_t usec = 0;
+  if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+    return Millis(static_cast<Millis::rep>(usec / 2000));
+  }
+#endif
+  return std::nullopt;
+}
+
+bool Available() {
+#ifdef COMPACTIOND_HAVE_SYSTEMD
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace compactiond::systemd

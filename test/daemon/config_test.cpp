@@ -1,0 +1,135 @@
+// Unit tests of compactiond's configuration layer: no database, no binary.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "daemon/config.hpp"
+#include "daemon/conninfo.hpp"
+#include "daemon/duration.hpp"
+#include "daemon/scheduler.hpp"
+
+namespace compactiond {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Sets an environment variable for one test's scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+std::string WriteFile(const std::string& text) {
+  char path[] = "/tmp/compactiond_test_XXXXXX";
+  int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST_CASE("durations parse with units and reject garbage") {
+  CHECK(ParseDuration("500ms") == milliseconds(500));
+  CHECK(ParseDuration("30s") == milliseconds(30'000));
+  CHECK(ParseDuration("30") == milliseconds(30'000));
+  CHECK(ParseDuration("5m") == milliseconds(300'000));
+  CHECK(ParseDuration("1h30m") == milliseconds(5'400'000));
+  CHECK(ParseDuration("2d") == milliseconds(172'800'000));
+  CHECK_FALSE(ParseDuration(""));
+  CHECK_FALSE(ParseDuration("5x"));
+  CHECK_FALSE(ParseDuration("-1s"));
+  CHECK_FALSE(ParseDuration("1.5s"));
+  CHECK_FALSE(ParseDuration("1h30"));
+  CHECK(FormatDuration(milliseconds(90'000)) == "90s");
+  CHECK(FormatDuration(milliseconds(300'000)) == "5m");
+  CHECK(FormatDuration(milliseconds(1500)) == "1500ms");
+}
+
+TEST_CASE("precedence is flag > environment > file > default") {
+  std::string file = WriteFile("batch-size = 11\nmax-batches = 12\n"
+                               "pool-size = 3\n");
+  ScopedEnv e1("COMPACTIOND_BATCH_SIZE", "21");
+  ScopedEnv e2("COMPACTIOND_MAX_BATCHES", "22");
+  Invocation inv =
+      ParseInvocation({"--config", file, "--batch-size", "31", "stats"});
+  CHECK(inv.settings.batch_size == 31);
+  CHECK(inv.sources.at("batch-size") == Source::kFlag);
+  CHECK(inv.settings.max_batches == 22);
+  CHECK(inv.sources.at("max-batches") == Source::kEnvironment);
+  CHECK(inv.settings.pool_size == 3);
+  CHECK(inv.sources.at("pool-size") == Source::kFile);
+  CHECK(inv.settings.jitter == Settings{}.jitter);
+  CHECK(inv.sources.at("jitter") == Source::kDefault);
+  CHECK(inv.command == std::vector<std::string>{"stats"});
+  std::remove(file.c_str());
+}
+
+TEST_CASE("invalid values name their key") {
+  auto error_of = [](std::vector<std::string> args) -> std::string {
+    try {
+      ParseInvocation(args);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK_THAT(error_of({"--batch-size", "0"}),
+             Catch::Contains("'batch-size'"));
+  CHECK_THAT(error_of({"--stats-interval", "soon"}),
+             Catch::Contains("'stats-interval'"));
+  CHECK_THAT(error_of({"--jitter", "2"}), Catch::Contains("'jitter'"));
+  CHECK_THAT(error_of({"--listen", "9473"}), Catch::Contains("'listen'"));
+  ScopedEnv env("COMPACTIOND_LOG_LEVEL", "chatty");
+  CHECK_THAT(error_of({}), Catch::Contains("'log-level'"));
+}
+
+TEST_CASE("a password on the command line is refused, elsewhere masked") {
+  CHECK_THROWS_AS(ParseInvocation({"--db", "host=h password=pw"}), ConfigError);
+  CHECK_THROWS_AS(ParseInvocation({"--db", "postgres://u:pw@h/db"}),
+                  ConfigError);
+  CHECK_NOTHROW(ParseInvocation({"--db", "postgres://u@h/db"}));
+  CHECK(ConninfoHasPassword("postgresql://u:pw@h:5432/db"));
+  CHECK_FALSE(ConninfoHasPassword("host=h user=u"));
+  std::string masked = MaskConninfo("host=h password=topsecret");
+  CHECK(masked.find("topsecret") == std::string::npos);
+  CHECK(masked.find("********") != std::string::npos);
+
+  ScopedEnv env("COMPACTIOND_DB", "host=h password=fromenv");
+  Invocation inv = ParseInvocation({"--print-config"});
+  std::string rendered = RenderConfig(inv);
+  CHECK(rendered.find("fromenv") == std::string::npos);
+}
+
+TEST_CASE("sweep interval is ttl/2 clamped to [min, max]") {
+  Settings s;
+  s.min_interval = milliseconds(1000);
+  s.max_interval = milliseconds(300'000);
+  ScheduleSettings schedule = ScheduleSettings::From(s);
+  CHECK(schedule.IntervalFor(milliseconds(1000)) == milliseconds(1000));
+  CHECK(schedule.IntervalFor(milliseconds(60'000)) == milliseconds(30'000));
+  CHECK(schedule.IntervalFor(std::chrono::hours(1)) == milliseconds(300'000));
+}
+
+TEST_CASE("listen addresses") {
+  CHECK(ParseListen("listen", "127.0.0.1:9473") ==
+        std::pair<std::string, unsigned short>{"127.0.0.1", 9473});
+  CHECK(ParseListen("listen", "[::1]:0") ==
+        std::pair<std::string, unsigned short>{"::1", 0});
+  CHECK_THROWS_AS(ParseListen("listen", "[::1]"), ConfigError);
+  CHECK_THROWS_AS(ParseListen("listen", "host:http"), ConfigError);
+}
+
+}  // namespace
+}  // namespace compactiond
