@@ -21,40 +21,16 @@ using compaction::TopicConfig;
 using compaction::Tx;
 using testing::Counter;
 using testing::LiveDb;
+using testing::Compacted;
+using testing::Increment;
 using testing::RawConn;
+using testing::InsertHeadless;
 using namespace std::chrono_literals;
 
 namespace {
 
 constexpr const char* kSweepMarker = "compaction:SweepHeadless";
 constexpr const char* kLockMarker = "compaction:LockCompactionHead";
-
-ProduceOptions Compacted(const std::string& key) {
-  return ProduceOptions{key, CompactionOptions{0}};
-}
-
-std::int64_t Increment(compaction::Client& client,
-                       const compaction::KeyHandle<Counter>& key,
-                       compaction::Producer<Counter>& producer) {
-  return client.InTransaction([&](Tx& tx) {
-    auto head = key.LockCompactionHead(tx);
-    const std::int64_t next = (head ? head->message.value : 0) + 1;
-    producer.ProduceInTx(tx, Counter{next}, Compacted(key.message_key()));
-    return next;
-  });
-}
-
-// Headless rows `<prefix>1..n`, last touched `age` ago, shaped like the
-// rows LockCompactionHead inserts (idle_since = updated_at).
-void InsertHeadless(RawConn& raw, const std::string& table,
-                    const std::string& prefix, int n,
-                    const std::string& age = "2 hours") {
-  raw.Query("INSERT INTO " + table +
-                " (message_key, created_at, updated_at, idle_since) "
-                "SELECT $1 || g, t, t, t FROM generate_series(1, $2::int) g, "
-                "(SELECT now() - $3::interval AS t) x",
-            {prefix, std::to_string(n), age});
-}
 
 // Moves a headless row's last lock into the past (both columns: the CHECK
 // wants idle_since = updated_at while headless).

@@ -13,26 +13,8 @@ using compaction::ProduceOptions;
 using compaction::Tx;
 using testing::Counter;
 using testing::LiveDb;
-
-namespace {
-
-ProduceOptions Compacted(const std::string& key, std::int64_t rank = 0) {
-  return ProduceOptions{key, CompactionOptions{rank}};
-}
-
-// One increment: lock the key's head, produce head + 1 in the same tx.
-std::int64_t Increment(compaction::Client& client,
-                       const compaction::KeyHandle<Counter>& key,
-                       compaction::Producer<Counter>& producer) {
-  return client.InTransaction([&](Tx& tx) {
-    auto head = key.LockCompactionHead(tx);
-    const std::int64_t next = (head ? head->message.value : 0) + 1;
-    producer.ProduceInTx(tx, Counter{next}, Compacted(key.message_key()));
-    return next;
-  });
-}
-
-}  // namespace
+using testing::Compacted;
+using testing::Increment;
 
 TEST_CASE("two first updates of an absent key compose") {
   LiveDb db;

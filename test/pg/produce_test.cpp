@@ -11,12 +11,7 @@ using compaction::RawMessage;
 using compaction::Tx;
 using testing::Counter;
 using testing::LiveDb;
-
-namespace {
-ProduceOptions Compacted(const std::string& key, std::int64_t rank = 0) {
-  return ProduceOptions{key, CompactionOptions{rank}};
-}
-}  // namespace
+using testing::Compacted;
 
 TEST_CASE("a compacted produce fills an existing headless row") {
   LiveDb db;

@@ -12,20 +12,12 @@ using compaction::Tx;
 using testing::Counter;
 using testing::LiveDb;
 using testing::RawConn;
+using testing::InsertHeadless;
 using namespace std::chrono_literals;
 
 namespace {
 
 constexpr const char* kStatsMarker = "/* compaction:Stats */";
-
-void InsertHeadless(RawConn& raw, const std::string& table,
-                    const std::string& prefix, int n, const std::string& age) {
-  raw.Query("INSERT INTO " + table +
-                " (message_key, created_at, updated_at, idle_since) "
-                "SELECT $1 || g, t, t, t FROM generate_series(1, $2::int) g, "
-                "(SELECT now() - $3::interval AS t) x",
-            {prefix, std::to_string(n), age});
-}
 
 // Runs a simple-query script (several statements) and returns the first
 // column of the last result, one string per row.

@@ -132,6 +132,26 @@ std::string LiveDb::MessageTable(const std::string& topic) {
   return QuotedSchema() + ".message_" + std::to_string(TopicId(topic));
 }
 
+void InsertHeadless(RawConn& raw, const std::string& table,
+                    const std::string& prefix, int n, const std::string& age) {
+  raw.Query("INSERT INTO " + table +
+                " (message_key, created_at, updated_at, idle_since) "
+                "SELECT $1 || g, t, t, t FROM generate_series(1, $2::int) g, "
+                "(SELECT now() - $3::interval AS t) x",
+            {prefix, std::to_string(n), age});
+}
+
+std::int64_t Increment(compaction::Client& client,
+                       const compaction::KeyHandle<Counter>& key,
+                       compaction::Producer<Counter>& producer) {
+  return client.InTransaction([&](compaction::Tx& tx) {
+    auto head = key.LockCompactionHead(tx);
+    const std::int64_t next = (head ? head->message.value : 0) + 1;
+    producer.ProduceInTx(tx, Counter{next}, Compacted(key.message_key()));
+    return next;
+  });
+}
+
 bool WaitForLockWait(RawConn& observer, const std::string& marker,
                      const std::string& schema,
                      std::chrono::milliseconds timeout) {

@@ -92,6 +92,25 @@ bool WaitForLockWait(RawConn& observer, const std::string& marker,
                      const std::string& schema,
                      std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+// Options of a compacted produce of `key`.
+inline compaction::ProduceOptions Compacted(const std::string& key,
+                                            std::int64_t rank = 0) {
+  return compaction::ProduceOptions{key, compaction::CompactionOptions{rank}};
+}
+
+// One read-modify-write increment: lock the key's head and produce head + 1
+// in the same transaction. Returns the new value.
+std::int64_t Increment(compaction::Client& client,
+                       const compaction::KeyHandle<Counter>& key,
+                       compaction::Producer<Counter>& producer);
+
+// Inserts headless rows `<prefix>1..n` into `table`, last touched `age`
+// ago, shaped like the rows LockCompactionHead inserts (idle_since =
+// updated_at).
+void InsertHeadless(RawConn& raw, const std::string& table,
+                    const std::string& prefix, int n,
+                    const std::string& age = "2 hours");
+
 // A fresh unique string for keys and topic names.
 std::string Unique(const std::string& prefix);
 
