@@ -240,6 +240,7 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
     }
   } catch (const DatabaseError& e) {
     RollbackQuietly(s.conn);
+    if (flight.cancelled) lease.Discard();
     if (!(flight.cancelled && e.sqlstate() == pg::kQueryCanceled)) {
       try {
         Record(core, s, *topic_id, owner, result.deleted, e.what());
@@ -249,6 +250,9 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
     }
     result.cancelled = true;  // the batch in flight rolled back
   }
+  // A cancel request can reach the backend after the statement it was
+  // meant for; such a connection must not serve anyone else.
+  if (flight.cancelled) lease.Discard();
   const std::string outcome = result.cancelled ? kCancelledError : "";
   try {
     Record(core, s, *topic_id, owner, result.deleted, outcome);

@@ -29,8 +29,15 @@ Pool::Lease Pool::Acquire(const char* operation) {
   }
 }
 
-void Pool::Release(std::unique_ptr<Connection> conn) {
+void Pool::Release(std::unique_ptr<Connection> conn, bool discard) {
   PGconn* raw = conn->get();
+  if (discard) {
+    conn.reset();
+    std::lock_guard lock(mutex_);
+    --open_;
+    available_.notify_one();
+    return;
+  }
   // A connection handed back inside a transaction (an exception escaped
   // mid-transaction) is rolled back so the next user starts clean.
   if (PQstatus(raw) == CONNECTION_OK &&

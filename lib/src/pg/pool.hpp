@@ -39,14 +39,18 @@ class Pool {
     Lease(Lease&&) noexcept = default;
     Lease& operator=(Lease&&) = delete;
     ~Lease() {
-      if (conn_) pool_->Release(std::move(conn_));
+      if (conn_) pool_->Release(std::move(conn_), discard_);
     }
+    // Closes the connection instead of returning it, e.g. when a cancel
+    // request may still be on its way to the backend.
+    void Discard() { discard_ = true; }
     Connection& operator*() const { return *conn_; }
     Connection* operator->() const { return conn_.get(); }
 
    private:
     Pool* pool_;
     std::unique_ptr<Connection> conn_;
+    bool discard_ = false;
   };
 
   // Waits for a free connection, opening one lazily while fewer than `size`
@@ -56,7 +60,7 @@ class Pool {
   int size() const { return size_; }
 
  private:
-  void Release(std::unique_ptr<Connection> conn);
+  void Release(std::unique_ptr<Connection> conn, bool discard);
 
   const std::string conninfo_;
   const std::string application_name_;
