@@ -11,6 +11,9 @@ Client::Client(std::shared_ptr<detail::ClientCore> core)
 
 Client Client::Connect(const std::string& conninfo, ClientOptions options) {
   constexpr const char* kOp = "Connect";
+  if (options.acquire_timeout.count() <= 0) {
+    throw InvalidArgument(kOp, "acquire_timeout must be positive");
+  }
   if (options.pool_size < 1) {
     throw InvalidArgument(kOp, "pool_size must be at least 1, got " +
                                    std::to_string(options.pool_size));
@@ -23,13 +26,13 @@ Client Client::Connect(const std::string& conninfo, ClientOptions options) {
   std::string quoted = pg::QuoteIdentifier(first.get(), options.schema);
   auto core = std::make_shared<detail::ClientCore>(conninfo, std::move(options),
                                                    std::move(quoted));
-  pg::Connection probe(std::move(first));
-  const std::optional<int> found =
-      detail::InstalledSystemVersion(*core, probe.session(), kOp);
+  const std::optional<int> found = detail::InstalledSystemVersion(
+      *core, pg::Session{first.get(), nullptr}, kOp);
   if (found && *found != kSystemBaselineVersion) {
     throw SchemaVersionMismatch(kOp, "schema " + core->schema(), *found,
                                 kSystemBaselineVersion);
   }
+  core->pool().Adopt(std::move(first));  // the probe serves as a pooled connection
   return Client(std::move(core));
 }
 

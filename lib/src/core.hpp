@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -19,14 +20,14 @@
 
 namespace compaction::detail {
 
-class ClientCore {
+class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
   ClientCore(std::string conninfo, ClientOptions options,
              std::string quoted_schema)
       : options_(std::move(options)),
         schema_(std::move(quoted_schema)),
         pool_(std::move(conninfo), options_.application_name,
-              options_.pool_size) {}
+              options_.pool_size, options_.acquire_timeout) {}
 
   const ClientOptions& options() const { return options_; }
   // The quoted schema identifier, ready to splice into SQL.
@@ -56,11 +57,14 @@ class ClientCore {
   std::unordered_map<std::string, TopicInfo> topics_;
 };
 
-// The state behind a Tx.
+// The state behind a Tx. An owned Tx keeps its client's core (and so the
+// pool its lease returns to) alive, even when the Client object is gone.
 class TxState {
  public:
-  explicit TxState(pg::Pool::Lease lease)
-      : session_((*lease).session()), lease_(std::move(lease)) {}
+  TxState(std::shared_ptr<ClientCore> core, pg::Pool::Lease lease)
+      : core_(std::move(core)),
+        session_((*lease).session()),
+        lease_(std::move(lease)) {}
   explicit TxState(PGconn* borrowed) : session_{borrowed, nullptr} {}
 
   pg::Session session() const { return session_; }
@@ -72,6 +76,7 @@ class TxState {
   }
 
  private:
+  std::shared_ptr<ClientCore> core_;  // declared first: outlives lease_
   pg::Session session_;
   std::optional<pg::Pool::Lease> lease_;
   bool finished_ = false;

@@ -102,9 +102,6 @@ std::optional<RawStored> LockLoop(ClientCore& core, pg::Session s,
 template <class F>
 auto WithLockTimeout(pg::Session s, std::chrono::milliseconds timeout, F&& body) {
   constexpr const char* kOp = "LockCompactionHead";
-  if (timeout.count() <= 0) {
-    throw InvalidArgument(kOp, "lock_timeout must be positive");
-  }
   pg::Result old = pg::ExecScript(
       s.conn, kOp,
       "SAVEPOINT " + kSavepoint +
@@ -141,6 +138,9 @@ std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
   constexpr const char* kOp = "LockCompactionHead";
   ValidateTopicName(kOp, topic);
   ValidateMessageKey(kOp, key);
+  if (options.lock_timeout) {
+    ValidateServerTimeout(kOp, "lock_timeout", *options.lock_timeout);
+  }
   if (tx.state().finished()) throw InvalidArgument(kOp, "transaction already finished");
   const pg::Session s = tx.state().session();
   // Resolved through the caller's transaction, never the cache, so the whole

@@ -48,9 +48,9 @@ void ValidateSweep(const std::string& topic, const SweepOptions& o) {
     throw InvalidArgument(kOp, "max_batches must be positive, got " +
                                    std::to_string(o.max_batches));
   }
-  if (o.statement_timeout.count() <= 0 || o.claim_ttl.count() <= 0) {
-    throw InvalidArgument(kOp,
-                          "statement_timeout and claim_ttl must be positive");
+  detail::ValidateServerTimeout(kOp, "statement_timeout", o.statement_timeout);
+  if (o.claim_ttl.count() <= 0) {
+    throw InvalidArgument(kOp, "claim_ttl must be positive");
   }
 }
 

@@ -21,8 +21,8 @@ void ValidateProduce(const ProduceOptions& options) {
 std::string PlainInsertSql(const ClientCore& core, std::int64_t id) {
   return "INSERT INTO " + core.MessageTable(id) +
          " (message_key, schema_version, compaction_rank, payload) "
-         "VALUES ($1, $2, NULL, $3::jsonb) RETURNING id, "
-         "(extract(epoch FROM created_at) * 1000000)::bigint, false";
+         "VALUES ($1, $2, NULL, $3::jsonb) RETURNING id, " +
+         Micros("created_at") + ", false";
 }
 
 // The head moves when it is NULL or when (schema_version, rank, id) of the
@@ -51,8 +51,8 @@ std::string CompactedInsertSql(const ClientCore& core, std::int64_t id) {
          "excluded.compaction_rank, excluded.head_id) > "
          "(h.schema_version, h.compaction_rank, h.head_id) "
          "RETURNING h.head_id) "
-         "SELECT m.id, (extract(epoch FROM m.created_at) * 1000000)::bigint, "
-         "EXISTS (SELECT 1 FROM h) FROM m";
+         "SELECT m.id, " + Micros("m.created_at") +
+         ", EXISTS (SELECT 1 FROM h) FROM m";
 }
 
 ProduceResult Run(ClientCore& core, pg::Session s, const TopicInfo& topic,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "compaction/errors.hpp"
@@ -11,9 +12,15 @@
 
 namespace compaction::detail {
 
-inline constexpr const char* kMessageColumns =
-    "m.id, m.message_key, m.schema_version, m.compaction_rank, "
-    "(extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text";
+// SQL for a timestamptz column as microseconds since the Unix epoch, which
+// FromMicros turns back into a time_point.
+inline std::string Micros(const std::string& column) {
+  return "(extract(epoch FROM " + column + ") * 1000000)::bigint";
+}
+
+inline const std::string kMessageColumns =
+    "m.id, m.message_key, m.schema_version, m.compaction_rank, " +
+    Micros("m.created_at") + ", m.payload::text";
 
 inline std::chrono::system_clock::time_point FromMicros(std::int64_t us) {
   return std::chrono::system_clock::time_point(

@@ -10,13 +10,7 @@ namespace compaction::detail {
 namespace {
 
 std::string SystemBaseline(const ClientCore& core) {
-  std::string text(sql::k_system_v1);
-  const std::string token = "{schema}";
-  for (std::size_t at = text.find(token); at != std::string::npos;
-       at = text.find(token, at + core.schema().size())) {
-    text.replace(at, token.size(), core.schema());
-  }
-  return text;
+  return sql::Render(sql::k_system_v1, {{"{schema}", core.schema()}});
 }
 
 // Errors a concurrent installer can cause us: both pass IF NOT EXISTS and

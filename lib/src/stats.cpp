@@ -17,10 +17,6 @@ std::optional<JanitorState::TimePoint> OptTime(const PGresult* r, int row,
   return FromMicros(*us);
 }
 
-std::string Micros(const std::string& column) {
-  return "(extract(epoch FROM " + column + ") * 1000000)::bigint";
-}
-
 // The count and min() read only the partial index (an index-only scan once
 // the visibility map is current), never the materialized heads. Literals
 // instead of parameters because the statement runs as a simple-query script

@@ -9,19 +9,9 @@
 namespace compaction::detail {
 namespace {
 
-std::string ReplaceAll(std::string text, const std::string& from,
-                       const std::string& to) {
-  for (std::size_t at = text.find(from); at != std::string::npos;
-       at = text.find(from, at + to.size())) {
-    text.replace(at, from.size(), to);
-  }
-  return text;
-}
-
 std::string TopicBaseline(const ClientCore& core, std::int64_t id) {
-  return ReplaceAll(ReplaceAll(std::string(sql::k_topic_v1), "{schema}",
-                               core.schema()),
-                    "{id}", std::to_string(id));
+  return sql::Render(sql::k_topic_v1,
+                     {{"{schema}", core.schema()}, {"{id}", std::to_string(id)}});
 }
 
 TopicInfo ParseTopic(const PGresult* r, int row) {
@@ -50,6 +40,17 @@ void NotifyTopicChange(ClientCore& core, pg::Session session,
 
 }  // namespace
 
+[[noreturn]] void RethrowSchemaMissing(const ClientCore& core,
+                                       const char* operation,
+                                       const DatabaseError& error) {
+  if (error.sqlstate() == pg::kUndefinedTable ||
+      error.sqlstate() == pg::kInvalidSchemaName) {
+    throw SchemaVersionMismatch(operation, "schema " + core.schema(), 0,
+                                kSystemBaselineVersion);
+  }
+  throw error;
+}
+
 TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
                        const char* operation, const std::string& name) {
   ValidateTopicName(operation, name);
@@ -62,13 +63,7 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
                      "WHERE t.name = $1",
                  pg::Params().Add(name));
   } catch (const DatabaseError& e) {
-    if (e.sqlstate() == pg::kUndefinedTable ||
-        e.sqlstate() == pg::kInvalidSchemaName) {
-      throw SchemaVersionMismatch(operation,
-                                  "schema " + core.schema(), 0,
-                                  kSystemBaselineVersion);
-    }
-    throw;
+    RethrowSchemaMissing(core, operation, e);
   }
   if (PQntuples(r.get()) == 0) throw TopicNotFound(operation, name);
   TopicInfo topic = ParseTopic(r.get(), 0);
@@ -157,9 +152,14 @@ namespace compaction {
 
 std::vector<TopicInfo> Client::ListTopics() const {
   return detail::WithConnection(*core_, "ListTopics", [&](pg::Session s) {
-    pg::Result r = pg::Exec(s, "ListTopics",
-                            "SELECT id, name, headless_ttl_ms FROM " +
-                                core_->schema() + ".topic ORDER BY name");
+    pg::Result r;
+    try {
+      r = pg::Exec(s, "ListTopics",
+                   "SELECT id, name, headless_ttl_ms FROM " + core_->schema() +
+                       ".topic ORDER BY name");
+    } catch (const DatabaseError& e) {
+      detail::RethrowSchemaMissing(*core_, "ListTopics", e);
+    }
     std::vector<TopicInfo> out;
     for (int row = 0; row < PQntuples(r.get()); ++row) {
       out.push_back(detail::ParseTopic(r.get(), row));

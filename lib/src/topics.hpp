@@ -9,6 +9,12 @@
 
 namespace compaction::detail {
 
+// Turns "schema or table missing" (the schema is not installed) into
+// SchemaVersionMismatch with found() == 0; rethrows anything else.
+[[noreturn]] void RethrowSchemaMissing(const ClientCore& core,
+                                       const char* operation,
+                                       const DatabaseError& error);
+
 // Looks the topic up through `session` (and so inside its transaction, if
 // any), checking its baseline version. Throws TopicNotFound,
 // SchemaVersionMismatch (also when the schema is not installed).

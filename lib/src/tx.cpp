@@ -37,11 +37,17 @@ Tx Tx::Borrow(pg_conn* connection) {
   return Tx(std::make_unique<detail::TxState>(connection));
 }
 
-bool Tx::borrowed() const { return state_->borrowed(); }
-pg_conn* Tx::native_handle() const { return state_->session().conn; }
+bool Tx::borrowed() const { return state().borrowed(); }
+pg_conn* Tx::native_handle() const { return state().session().conn; }
+
+detail::TxState& Tx::state() const {
+  if (!state_) throw InvalidArgument("Tx", "transaction was moved from");
+  return *state_;
+}
 
 void Tx::Commit() {
   constexpr const char* kOp = "Commit";
+  state();  // throws on a moved-from Tx
   if (state_->borrowed()) {
     throw InvalidArgument(kOp, "a borrowed transaction is committed by its owner");
   }
@@ -85,7 +91,7 @@ namespace detail {
 Tx BeginTx(ClientCore& core) {
   pg::Pool::Lease lease = core.pool().Acquire("Begin");
   pg::ExecScript((*lease).get(), "Begin", "BEGIN");
-  return Tx(std::make_unique<TxState>(std::move(lease)));
+  return Tx(std::make_unique<TxState>(core.shared_from_this(), std::move(lease)));
 }
 
 }  // namespace detail

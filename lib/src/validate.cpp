@@ -1,6 +1,7 @@
 #include "validate.hpp"
 
 #include <cstdint>
+#include <limits>
 
 #include "compaction/errors.hpp"
 
@@ -66,6 +67,16 @@ void ValidateHeadlessTtl(const char* operation, std::chrono::milliseconds ttl) {
   if (ttl.count() <= 0) {
     throw InvalidArgument(operation, "headless_ttl must be positive, got " +
                                          std::to_string(ttl.count()) + " ms");
+  }
+}
+
+void ValidateServerTimeout(const char* operation, const char* what,
+                           std::chrono::milliseconds timeout) {
+  constexpr std::int64_t kMaxMs = std::numeric_limits<int>::max();
+  if (timeout.count() <= 0 || timeout.count() > kMaxMs) {
+    throw InvalidArgument(operation, std::string(what) + " must be in 1.." +
+                                         std::to_string(kMaxMs) + " ms, got " +
+                                         std::to_string(timeout.count()));
   }
 }
 

@@ -18,6 +18,10 @@ inline constexpr int kMaxPageSize = 10000;
 void ValidateTopicName(const char* operation, const std::string& name);
 void ValidateMessageKey(const char* operation, const std::string& key);
 void ValidateHeadlessTtl(const char* operation, std::chrono::milliseconds ttl);
+// A server-side timeout (lock_timeout, statement_timeout): positive and at
+// most PostgreSQL's limit of INT_MAX milliseconds (about 24.8 days).
+void ValidateServerTimeout(const char* operation, const char* what,
+                           std::chrono::milliseconds timeout);
 void ValidateLimit(const char* operation, const char* what, int limit,
                    int max);
 bool IsValidUtf8(const std::string& text);

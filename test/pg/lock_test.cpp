@@ -193,3 +193,16 @@ TEST_CASE("locking a materialized head does not touch its row") {
   });
   CHECK(db.raw().Value("SELECT updated_at::date::text FROM " + table) == "2001-01-01");
 }
+
+TEST_CASE("a lock_timeout beyond PostgreSQL's limit is rejected before any statement") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("limits");
+  topic.Register();
+  db.client().InTransaction([&](Tx& tx) {
+    CHECK_THROWS_AS(topic.Key("k").LockCompactionHead(tx, {std::chrono::hours(24 * 30)}),
+                    compaction::InvalidArgument);
+    CHECK_THROWS_AS(topic.Key("k").LockCompactionHead(tx, {std::chrono::milliseconds(0)}),
+                    compaction::InvalidArgument);
+    CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());  // still usable
+  });
+}

@@ -110,3 +110,11 @@ TEST_CASE("an uninstalled schema is reported, not a raw SQL error") {
   CHECK_THROWS_WITH(client.Topic<Counter>("t").Key("k").CompactionHead(),
                     Catch::Contains("not installed"));
 }
+
+TEST_CASE("listing topics of an uninstalled schema says it is not installed") {
+  compaction::ClientOptions options;
+  options.schema = testing::Unique("never_");
+  auto client = compaction::Client::Connect("", options);
+  CHECK_THROWS_AS(client.ListTopics(), compaction::SchemaVersionMismatch);
+  CHECK_THROWS_AS(client.ListTopicStats(), compaction::SchemaVersionMismatch);
+}

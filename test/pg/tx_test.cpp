@@ -71,3 +71,53 @@ TEST_CASE("committing a transaction that failed reports the rollback") {
   // The connection went back to the pool clean.
   CHECK_NOTHROW(db.client().InTransaction([](Tx&) {}));
 }
+
+TEST_CASE("an owned transaction keeps its client's pool alive") {
+  LiveDb db;
+  db.client().Topic<Counter>("outlive").Register();
+  auto tx = std::make_unique<Tx>(db.NewClient(1).Begin());  // the Client is gone
+  auto topic = db.client().Topic<Counter>("outlive");
+  CHECK_FALSE(topic.Key("k").LockCompactionHead(*tx).has_value());
+  tx->Commit();
+  tx.reset();
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("outlive")) == 1);
+}
+
+TEST_CASE("a moved-from transaction is a typed error, not a crash") {
+  LiveDb db;
+  db.client().Topic<Counter>("moved").Register();
+  Tx first = db.client().Begin();
+  Tx second = std::move(first);
+  CHECK_THROWS_WITH(first.Commit(), Catch::Contains("moved from"));  // NOLINT(bugprone-use-after-move)
+  CHECK_THROWS_AS(db.client().Topic<Counter>("moved").Key("k").LockCompactionHead(first),
+                  compaction::InvalidArgument);
+  second.Commit();
+}
+
+TEST_CASE("waiting for a pooled connection is bounded") {
+  LiveDb db;
+  compaction::ClientOptions options;
+  options.schema = db.schema();
+  options.pool_size = 1;
+  options.acquire_timeout = std::chrono::milliseconds(200);
+  auto client = compaction::Client::Connect("", options);
+  auto topic = client.Topic<Counter>("pool");
+  topic.Register();
+  Tx holder = client.Begin();  // holds the only connection
+  CHECK_THROWS_AS(topic.Key("k").CompactionHead(), compaction::PoolTimeout);
+  holder.Rollback();
+  CHECK_NOTHROW(topic.Key("k").CompactionHead());
+}
+
+TEST_CASE("a malformed conninfo never echoes its text, which may hold a password") {
+  for (const std::string& conninfo :
+       {std::string("postgresql://u:sekr%zzet@localhost/db"),
+        std::string("host=localhost password=sekr et")}) {
+    try {
+      compaction::Client::Connect(conninfo);
+      FAIL("connected");
+    } catch (const compaction::InvalidArgument& e) {
+      CHECK_THAT(e.what(), !Catch::Contains("sekr") && Catch::Contains("conninfo"));
+    }
+  }
+}

@@ -7,6 +7,7 @@
 //   ├── SchemaVersionMismatch  the database was installed by another version
 //   ├── MessageDecodeError     a stored payload does not decode into the type
 //   │   └── MessageSchemaVersionMismatch  stored vs compiled schema version
+//   ├── PoolTimeout            no pooled connection freed up in time
 //   ├── ConnectionLost         the connection broke; the transaction is gone
 //   ├── CommitOutcomeUnknown   the connection broke during COMMIT
 //   └── DatabaseError          any other server error, with its SQLSTATE
@@ -76,6 +77,13 @@ class MessageSchemaVersionMismatch : public MessageDecodeError {
  private:
   int stored_version_;
   int expected_version_;
+};
+
+// Every pooled connection stayed busy for ClientOptions::acquire_timeout;
+// often a thread holding Txs that then waits for one more connection.
+class PoolTimeout : public Error {
+ public:
+  using Error::Error;
 };
 
 class ConnectionLost : public Error {

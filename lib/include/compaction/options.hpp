@@ -15,6 +15,10 @@ struct ClientOptions {
   int pool_size = 4;
   // Shown in pg_stat_activity.application_name.
   std::string application_name = "libcompaction";
+  // How long an operation waits for a free pooled connection before it
+  // throws PoolTimeout (instead of waiting forever, e.g. when one thread
+  // holds every connection in open transactions).
+  std::chrono::milliseconds acquire_timeout = std::chrono::seconds(30);
 };
 
 struct TopicConfig {

@@ -41,8 +41,8 @@ class Tx {
   bool borrowed() const;
   pg_conn* native_handle() const;
 
-  // Library internals.
-  detail::TxState& state() const { return *state_; }
+  // Library internals. Throws InvalidArgument on a moved-from Tx.
+  detail::TxState& state() const;
   explicit Tx(std::unique_ptr<detail::TxState> state);
 
  private:

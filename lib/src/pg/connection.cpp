@@ -37,6 +37,13 @@ const std::string& PreparedCache::Prepare(PGconn* conn, const char* operation,
                                           int n_params) {
   auto it = names_.find(sql);
   if (it != names_.end()) return it->second;
+  // Generated SQL differs per topic, so a process that touches thousands
+  // of topics would keep thousands of plans per backend: start over.
+  if (names_.size() >= kMaxPrepared) {
+    Result cleared(PQexec(conn, "DEALLOCATE ALL"));
+    if (!Succeeded(cleared.get())) ThrowError(operation, conn, cleared.get());
+    names_.clear();
+  }
   std::string name = "compaction_" + std::to_string(next_++);
   Result result(PQprepare(conn, name.c_str(), sql.c_str(), n_params, nullptr));
   if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());
@@ -68,6 +75,16 @@ Result ExecScript(PGconn* conn, const char* operation, const std::string& sql) {
 
 ConnPtr Connect(const std::string& conninfo,
                 const std::string& application_name, const char* operation) {
+  // libpq's parse errors quote the offending text, which can be a password:
+  // check the syntax first and say only that it is wrong.
+  char* parse_error = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &parse_error);
+  PQfreemem(parse_error);
+  if (parsed == nullptr) {
+    throw InvalidArgument(operation,
+                          "conninfo is not a valid libpq connection string or URI");
+  }
+  PQconninfoFree(parsed);
   // dbname is expanded as a conninfo string or URI; the keywords after it
   // override what it says, so the client's application_name wins.
   const char* keywords[] = {"dbname", "application_name", nullptr};

@@ -58,6 +58,9 @@ class PreparedCache {
                              const std::string& sql, int n_params);
   void Clear() { names_.clear(); }
 
+  // Statements kept per connection before the cache starts over.
+  static constexpr std::size_t kMaxPrepared = 512;
+
  private:
   std::unordered_map<std::string, std::string> names_;
   std::uint64_t next_ = 0;

@@ -1,15 +1,35 @@
 #include "pg/pool.hpp"
 
+#include "compaction/errors.hpp"
+
 namespace compaction::pg {
 
-Pool::Pool(std::string conninfo, std::string application_name, int size)
+Pool::Pool(std::string conninfo, std::string application_name, int size,
+           std::chrono::milliseconds acquire_timeout)
     : conninfo_(std::move(conninfo)),
       application_name_(std::move(application_name)),
-      size_(size) {}
+      size_(size),
+      acquire_timeout_(acquire_timeout) {}
+
+void Pool::Adopt(ConnPtr conn) {
+  std::lock_guard lock(mutex_);
+  if (open_ >= size_) return;  // conn closes
+  ++open_;
+  idle_.push_back(std::make_unique<Connection>(std::move(conn)));
+  available_.notify_one();
+}
 
 Pool::Lease Pool::Acquire(const char* operation) {
   std::unique_lock lock(mutex_);
-  available_.wait(lock, [&] { return !idle_.empty() || open_ < size_; });
+  if (!available_.wait_for(lock, acquire_timeout_,
+                           [&] { return !idle_.empty() || open_ < size_; })) {
+    throw PoolTimeout(operation,
+                      "all " + std::to_string(size_) +
+                          " pooled connections stayed busy for " +
+                          std::to_string(acquire_timeout_.count()) +
+                          " ms (raise ClientOptions::pool_size, or do not "
+                          "wait for a connection while holding all of them)");
+  }
   if (!idle_.empty()) {
     auto conn = std::move(idle_.back());
     idle_.pop_back();

@@ -5,6 +5,7 @@
 // destruction may run on any thread; one Lease is used by one thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -28,7 +29,8 @@ class Connection {
 
 class Pool {
  public:
-  Pool(std::string conninfo, std::string application_name, int size);
+  Pool(std::string conninfo, std::string application_name, int size,
+       std::chrono::milliseconds acquire_timeout);
 
   // A connection on loan; returned to the pool (or closed when it is broken
   // or left inside a transaction that cannot be rolled back) on destruction.
@@ -54,8 +56,13 @@ class Pool {
   };
 
   // Waits for a free connection, opening one lazily while fewer than `size`
-  // are open. Throws ConnectionLost when a new connection cannot be made.
+  // are open. Throws ConnectionLost when a new connection cannot be made,
+  // PoolTimeout when none frees up within the acquire timeout.
   Lease Acquire(const char* operation);
+
+  // Takes an already open connection into the pool as an idle one (the
+  // probe connection of Client::Connect). Ignored when the pool is full.
+  void Adopt(ConnPtr conn);
 
   int size() const { return size_; }
 
@@ -65,6 +72,7 @@ class Pool {
   const std::string conninfo_;
   const std::string application_name_;
   const int size_;
+  const std::chrono::milliseconds acquire_timeout_;
   std::mutex mutex_;
   std::condition_variable available_;
   std::vector<std::unique_ptr<Connection>> idle_;
