@@ -36,9 +36,15 @@ std::string Join(const std::vector<std::string>& v) {
   return out;
 }
 
-bool IsUndefinedTable(const std::exception_ptr& e) {
-  return Describe(e).rfind("DatabaseError 42P01", 0) == 0 ||
-         Describe(e).rfind("DatabaseError 3F000", 0) == 0;
+// The library reports an uninstalled schema as version 0.
+bool IsSchemaMissing(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const compaction::SchemaVersionMismatch& mismatch) {
+    return mismatch.found() == 0;
+  } catch (...) {
+    return false;
+  }
 }
 
 }  // namespace
@@ -201,7 +207,7 @@ void App::OnTopics(Outcome<std::vector<compaction::TopicInfo>>& outcome) {
     if (!IsConnectionError(outcome.error)) {
       LogError("app", "cannot list topics",
                {{"error", Describe(outcome.error)},
-                {"hint", IsUndefinedTable(outcome.error)
+                {"hint", IsSchemaMissing(outcome.error)
                              ? "run: compactiond schema install"
                              : ""}});
     }

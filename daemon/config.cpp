@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <boost/program_options.hpp>
@@ -183,6 +184,15 @@ Millis ToDuration(const std::string& key, const std::string& v) {
   return *d;
 }
 
+// PostgreSQL takes statement_timeout up to INT_MAX milliseconds.
+Millis ToServerTimeout(const std::string& key, const std::string& v) {
+  Millis d = ToDuration(key, v);
+  if (d.count() > std::numeric_limits<int>::max()) {
+    Invalid(key, v, "must be at most 2147483647ms (about 24 days)");
+  }
+  return d;
+}
+
 double ToFraction(const std::string& key, const std::string& v) {
   size_t used = 0;
   double x = 0;
@@ -236,7 +246,7 @@ void Apply(Settings& s, const std::string& key, const std::string& v) {
   } else if (key == "max-batches") {
     s.max_batches = ToInt(key, v, 1, 1000000);
   } else if (key == "statement-timeout") {
-    s.statement_timeout = ToDuration(key, v);
+    s.statement_timeout = ToServerTimeout(key, v);
   } else if (key == "claim-ttl") {
     s.claim_ttl = ToDuration(key, v);
   } else if (key == "owner") {
@@ -244,7 +254,7 @@ void Apply(Settings& s, const std::string& key, const std::string& v) {
   } else if (key == "stats-interval") {
     s.stats_interval = ToDuration(key, v);
   } else if (key == "stats-timeout") {
-    s.stats_timeout = ToDuration(key, v);
+    s.stats_timeout = ToServerTimeout(key, v);
   } else if (key == "topic-refresh-interval") {
     s.topic_refresh_interval = ToDuration(key, v);
   } else if (key == "reconnect-min") {

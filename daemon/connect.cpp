@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <utility>
 
 #include "daemon/conninfo.hpp"
 
@@ -24,6 +25,17 @@ std::map<std::string, std::string> ConnectionParams(const Settings& s) {
   if (params.count("connect_timeout") == 0 &&
       std::getenv("PGCONNECT_TIMEOUT") == nullptr) {
     params["connect_timeout"] = "10";
+  }
+  // statement_timeout is enforced by the server, so it cannot help when the
+  // server drops off the network: TCP keepalives and a user timeout make a
+  // dead peer an error within about half a minute, so compaction_up and
+  // /readyz tell the truth. Settings the user gave win.
+  for (const auto& [key, value] :
+       {std::pair<const char*, const char*>{"keepalives_idle", "10"},
+        {"keepalives_interval", "5"},
+        {"keepalives_count", "3"},
+        {"tcp_user_timeout", "30000"}}) {
+    if (params.count(key) == 0) params[key] = value;
   }
   params["application_name"] = s.application_name;
   return params;

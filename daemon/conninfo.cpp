@@ -13,16 +13,12 @@ struct OptionsFree {
 };
 using OptionsPtr = std::unique_ptr<PQconninfoOption, OptionsFree>;
 
-OptionsPtr Parse(const std::string& conninfo, std::string* error) {
+// Null when `conninfo` does not parse; libpq's error text is dropped
+// because it can quote a password.
+OptionsPtr Parse(const std::string& conninfo) {
   char* err = nullptr;
   OptionsPtr options(PQconninfoParse(conninfo.c_str(), &err));
-  if (err != nullptr) {
-    if (error != nullptr) {
-      *error = err;
-      while (!error->empty() && error->back() == '\n') error->pop_back();
-    }
-    PQfreemem(err);
-  }
+  PQfreemem(err);
   return options;
 }
 
@@ -40,7 +36,7 @@ std::string Quote(const std::string& value) {
 
 bool ConninfoHasPassword(const std::string& conninfo) {
   if (conninfo.empty()) return false;
-  OptionsPtr options = Parse(conninfo, nullptr);
+  OptionsPtr options = Parse(conninfo);
   if (!options) return false;
   for (PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
     if (std::string(o->keyword) == "password" && o->val != nullptr &&
@@ -67,11 +63,11 @@ std::map<std::string, std::string> ConninfoParams(
     const std::map<std::string, std::string>& overrides) {
   std::map<std::string, std::string> params;
   if (!conninfo.empty()) {
-    std::string error;
-    OptionsPtr options = Parse(conninfo, &error);
+    OptionsPtr options = Parse(conninfo);
     if (!options) {
-      // libpq's message quotes the offending syntax, never a whole password.
-      throw std::invalid_argument(error.empty() ? "invalid conninfo" : error);
+      // Not libpq's message: it quotes the offending text, which can be a
+      // password (an unescaped '%' in a URI's user:password@, say).
+      throw std::invalid_argument("not a valid libpq conninfo or URI");
     }
     for (PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
       if (o->val != nullptr) params[o->keyword] = o->val;

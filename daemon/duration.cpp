@@ -43,6 +43,9 @@ std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text) {
     }
     auto scale = UnitMillis(unit);
     if (!scale) return std::nullopt;
+    if (number > (std::numeric_limits<std::int64_t>::max() - total) / *scale) {
+      return std::nullopt;  // the sum would overflow
+    }
     total += number * *scale;
   }
   return std::chrono::milliseconds(total);

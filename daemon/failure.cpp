@@ -11,11 +11,8 @@ bool IsConnectionError(const std::exception_ptr& error) {
     return true;
   } catch (const compaction::CommitOutcomeUnknown&) {
     return true;
-  } catch (const compaction::DatabaseError& e) {
-    const std::string& s = e.sqlstate();
-    return s.rfind("08", 0) == 0 || s == "57P01" || s == "57P02" ||
-           s == "57P03";
   } catch (...) {
+    // The library maps every connection-class SQLSTATE to ConnectionLost.
     return false;
   }
 }

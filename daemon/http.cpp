@@ -24,7 +24,10 @@ constexpr size_t kMaxHeaderBytes = 8 * 1024;
 
 struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   State(asio::io_context& io_context, Handler h)
-      : io(io_context), acceptor(io_context), handler(std::move(h)) {}
+      : io(io_context),
+        acceptor(io_context),
+        retry_timer(io_context),
+        handler(std::move(h)) {}
 
   class Session;
 
@@ -32,6 +35,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
 
   asio::io_context& io;
   asio::ip::tcp::acceptor acceptor;
+  asio::steady_timer retry_timer;  // paces accept after an error
   Handler handler;
   std::set<std::shared_ptr<Session>> sessions;
   bool stopped = false;
@@ -114,8 +118,16 @@ void HttpServer::State::Accept() {
                             asio::ip::tcp::socket socket) {
     if (self->stopped) return;
     if (ec) {
+      // Errors such as EMFILE persist: retrying at once would spin the
+      // event loop, so wait a moment first.
       LogWarn("http", "accept failed", {{"error", ec.message()}});
-    } else if (self->sessions.size() >= kMaxConnections) {
+      self->retry_timer.expires_after(std::chrono::milliseconds(100));
+      self->retry_timer.async_wait([self](beast::error_code timer_ec) {
+        if (!timer_ec && !self->stopped) self->Accept();
+      });
+      return;
+    }
+    if (self->sessions.size() >= kMaxConnections) {
       beast::error_code ignored;
       socket.close(ignored);
     } else {
@@ -152,6 +164,7 @@ void HttpServer::Stop() {
   if (!state_ || state_->stopped) return;
   state_->stopped = true;
   beast::error_code ignored;
+  state_->retry_timer.cancel();
   state_->acceptor.close(ignored);
   auto sessions = std::move(state_->sessions);
   for (const auto& s : sessions) s->Close();

@@ -212,16 +212,17 @@ void MetricsProbe::SetHeadless(const std::string& topic, std::int64_t rows,
   s->oldest_age->Set(std::chrono::duration<double>(oldest_age).count());
 }
 
-void MetricsProbe::SweepSucceeded(const std::string& topic,
-                                  std::int64_t deleted,
-                                  std::chrono::duration<double> duration) {
+void MetricsProbe::SweepFinished(const std::string& topic,
+                                 std::int64_t deleted,
+                                 std::chrono::duration<double> duration,
+                                 bool complete) {
   std::lock_guard lock(impl_->mu);
   Impl::TopicSeries* s = impl_->Find(topic);
   if (s == nullptr) return;
   s->sweeps->Increment();
   s->deleted->Increment(static_cast<double>(deleted));
   s->duration->Observe(duration.count());
-  s->last_success->Set(UnixNow());
+  if (complete) s->last_success->Set(UnixNow());
 }
 
 void MetricsProbe::SweepFailed(const std::string& topic,

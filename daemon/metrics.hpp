@@ -32,8 +32,10 @@ class MetricsProbe {
 
   void SetHeadless(const std::string& topic, std::int64_t rows,
                    std::chrono::milliseconds oldest_age);
-  void SweepSucceeded(const std::string& topic, std::int64_t deleted,
-                      std::chrono::duration<double> duration);
+  // A sweep that returned. `complete` is false when it was cancelled or
+  // lost its claim: its rows count, but it is no success.
+  void SweepFinished(const std::string& topic, std::int64_t deleted,
+                     std::chrono::duration<double> duration, bool complete);
   void SweepFailed(const std::string& topic,
                    std::chrono::duration<double> duration);
   void SweepSkipped(const std::string& topic);

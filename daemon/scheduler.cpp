@@ -214,7 +214,10 @@ void Scheduler::OnSweepDone(const std::shared_ptr<Topic>& topic,
     LogDebug("scheduler", "sweep skipped",
              {{"topic", name}, {"claimed_by", r.claimed_by}});
   } else {
-    if (!topic->removed) probe_.SweepSucceeded(name, r.deleted, took);
+    if (!topic->removed) {
+      probe_.SweepFinished(name, r.deleted, took,
+                           !r.cancelled && !r.lost_claim);
+    }
     Log(r.deleted > 0 || r.cancelled ? LogLevel::kInfo : LogLevel::kDebug,
         "scheduler", r.cancelled ? "sweep cancelled" : "sweep finished",
         {{"topic", name},

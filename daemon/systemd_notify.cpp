@@ -18,7 +18,6 @@ void Send([[maybe_unused]] const std::string& state) {
 
 void NotifyReady() { Send("READY=1"); }
 void NotifyStopping() { Send("STOPPING=1"); }
-void NotifyReloading() { Send("RELOADING=1"); }
 void NotifyStatus(const std::string& status) { Send("STATUS=" + status); }
 void NotifyWatchdog() { Send("WATCHDOG=1"); }
 

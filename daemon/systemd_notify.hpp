@@ -12,7 +12,6 @@ namespace compactiond::systemd {
 
 void NotifyReady();
 void NotifyStopping();
-void NotifyReloading();
 void NotifyStatus(const std::string& status);
 void NotifyWatchdog();
 // Half the WATCHDOG_USEC systemd asks for, or nullopt when no watchdog.

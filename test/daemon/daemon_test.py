@@ -621,6 +621,10 @@ def test_invalid_config():
             (["--db", "postgresql://me:secret@db/app"], "db"),
             (["--db", "host='unterminated"], "db"),
             (["--claim-ttl", "1s", "--statement-timeout", "5s"], "claim-ttl"),
+            (["--statement-timeout", "30d", "--claim-ttl", "40d"],
+             "statement-timeout"),
+            (["--stats-timeout", "30d"], "stats-timeout"),
+            (["--min-interval", "9999999999d" * 11], "min-interval"),  # sum overflows
             (["topic", "register", "x", "--headless-ttl", "soon"],
              "headless-ttl"),
         ]
@@ -630,6 +634,13 @@ def test_invalid_config():
         r = run_cli(ARGS.binary, ["--db", "host=x password=secret",
                                   "--check-config"])
         check("secret" not in r.stderr + r.stdout, "password echoed")
+        # libpq's own parse error would quote the password of this URI
+        # (an unescaped '%'); from the environment it is still never shown.
+        env = dict(os.environ, COMPACTIOND_DB="postgresql://u:sekr%zzet@db/app")
+        r = run_cli(ARGS.binary, ["--check-config"], env=env)
+        check(r.returncode == 2 and "'db'" in r.stderr
+              and "sekr" not in r.stderr + r.stdout,
+              f"malformed URI from env: {r.returncode} {r.stderr}")
         env = dict(os.environ, COMPACTIOND_STATS_INTERVAL="never")
         expect_config_error(["--check-config"], "stats-interval", env, "env")
         conf = os.path.join(workdir, "bad.conf")
