@@ -124,14 +124,18 @@ std::int64_t RunBatch(detail::ClientCore& core, pg::Session s,
       core.schema() + ".topic WHERE id = $1)";
   pg::Result r = pg::Exec(
       s, kOp,
-      "/* compaction:SweepHeadless */ WITH picked AS (SELECT message_key "
+      // The picked rows are locked by this transaction, so their ctids stay
+      // put until the DELETE, which finds them by TID instead of probing
+      // the primary key once per row; should a ctid be stale anyway, the
+      // DELETE follows the update chain and the re-check decides.
+      "/* compaction:SweepHeadless */ WITH picked AS (SELECT ctid "
       "FROM " +
           head + " WHERE idle_since IS NOT NULL AND idle_since < " + cutoff +
           " ORDER BY idle_since, message_key LIMIT $2 FOR UPDATE SKIP LOCKED) "
           "DELETE FROM " +
           head +
-          " d WHERE d.message_key = ANY (ARRAY(SELECT message_key FROM "
-          "picked)) AND d.head_id IS NULL AND d.updated_at < " +
+          " d WHERE d.ctid = ANY (ARRAY(SELECT ctid FROM picked)) "
+          "AND d.head_id IS NULL AND d.updated_at < " +
           cutoff,
       pg::Params().Add(topic_id).Add(o.batch_size));
   const std::int64_t deleted = std::stoll(PQcmdTuples(r.get()));
