@@ -104,17 +104,26 @@ bool RenewClaim(detail::ClientCore& core, pg::Session s, std::int64_t topic_id,
   return std::string_view(PQcmdTuples(r.get())) == "1";
 }
 
+// Where the previous batch of this sweep ended: the greatest deleted
+// (idle_since, message_key), idle_since in the server's text form.
+struct SweepCursor {
+  std::string idle_since;
+  std::string message_key;
+};
+
 // One batch, its own transaction. The cutoff is an InitPlan over the topic
 // row, so it comes from the server clock and the current TTL, and it is a
-// plain index condition: the pick walks the idle_since partial index from
-// the oldest entry and stops after batch_size rows it could lock, skipping
-// keys a transaction holds. The picked keys reach the DELETE as one array
-// so that it probes the primary key; joined as a relation, the planner's
-// low row estimate for the pick makes a hash join over a sequential scan of
-// every head look cheap. The DELETE re-checks the seed's predicate on the
-// row version it deletes.
+// plain index condition: the pick walks the idle_since partial index and
+// stops after batch_size rows it could lock, skipping keys a transaction
+// holds. It starts after `cursor`: the index entries of rows that earlier
+// batches deleted stay until VACUUM, and walking over them again every
+// batch made long sweeps quadratic. The picked rows are locked by this
+// transaction, so their ctids stay put until the DELETE, which finds them by
+// TID (a stale ctid would make the DELETE follow the update chain) and
+// re-checks the seed's predicate on the row version it deletes.
 std::int64_t RunBatch(detail::ClientCore& core, pg::Session s,
-                      std::int64_t topic_id, const SweepOptions& o) {
+                      std::int64_t topic_id, const SweepOptions& o,
+                      std::optional<SweepCursor>& cursor) {
   pg::ExecScript(s.conn, kOp,
                  "BEGIN; SET LOCAL statement_timeout = '" +
                      std::to_string(Millis(o.statement_timeout)) + "ms'");
@@ -122,23 +131,34 @@ std::int64_t RunBatch(detail::ClientCore& core, pg::Session s,
   const std::string cutoff =
       "(SELECT now() - headless_ttl_ms * interval '1 millisecond' FROM " +
       core.schema() + ".topic WHERE id = $1)";
+  pg::Params params;
+  params.Add(topic_id).Add(o.batch_size);
+  std::string after;
+  if (cursor) {
+    params.Add(cursor->idle_since).Add(cursor->message_key);
+    after = " AND (idle_since, message_key) > ($3::timestamptz, $4)";
+  }
   pg::Result r = pg::Exec(
       s, kOp,
-      // The picked rows are locked by this transaction, so their ctids stay
-      // put until the DELETE, which finds them by TID instead of probing
-      // the primary key once per row; should a ctid be stale anyway, the
-      // DELETE follows the update chain and the re-check decides.
-      "/* compaction:SweepHeadless */ WITH picked AS (SELECT ctid "
-      "FROM " +
+      "/* compaction:SweepHeadless */ WITH picked AS (SELECT ctid FROM " +
           head + " WHERE idle_since IS NOT NULL AND idle_since < " + cutoff +
-          " ORDER BY idle_since, message_key LIMIT $2 FOR UPDATE SKIP LOCKED) "
-          "DELETE FROM " +
+          after +
+          " ORDER BY idle_since, message_key LIMIT $2 FOR UPDATE SKIP LOCKED), "
+          "gone AS (DELETE FROM " +
           head +
           " d WHERE d.ctid = ANY (ARRAY(SELECT ctid FROM picked)) "
           "AND d.head_id IS NULL AND d.updated_at < " +
-          cutoff,
-      pg::Params().Add(topic_id).Add(o.batch_size));
-  const std::int64_t deleted = std::stoll(PQcmdTuples(r.get()));
+          cutoff +
+          " RETURNING d.idle_since, d.message_key) "
+          "SELECT (SELECT count(*) FROM gone), last.idle_since::text, "
+          "last.message_key FROM (SELECT 1) one LEFT JOIN (SELECT * FROM gone "
+          "ORDER BY 1 DESC, 2 DESC LIMIT 1) last ON true",
+      params);
+  const std::int64_t deleted = pg::Int64(r.get(), 0, 0);
+  if (deleted > 0) {
+    cursor = SweepCursor{std::string(pg::Text(r.get(), 0, 1)),
+                         std::string(pg::Text(r.get(), 0, 2))};
+  }
   pg::ExecScript(s.conn, kOp, "COMMIT");
   return deleted;
 }
@@ -220,6 +240,7 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
       f.cancel = nullptr;
     }
   } clear{flight};
+  std::optional<SweepCursor> cursor;  // none: start at the oldest row
   try {
     for (;;) {
       if (flight.cancelled) {
@@ -237,7 +258,8 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
         result.lost_claim = true;
         break;
       }
-      const std::int64_t deleted = RunBatch(core, s, *topic_id, options);
+      const std::int64_t deleted =
+          RunBatch(core, s, *topic_id, options, cursor);
       result.deleted += deleted;
       ++result.batches;
       if (deleted < options.batch_size) break;  // short batch: caught up

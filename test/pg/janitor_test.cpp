@@ -573,7 +573,7 @@ TEST_CASE("the sweep picks rows through the idle_since index") {
   gate.Open();
   CHECK(sweep.get().deleted == 1000);
   // Whole, not cut at track_activity_query_size.
-  REQUIRE(sql.ends_with("WHERE id = $1)"));
+  REQUIRE(sql.ends_with("LIMIT 1) last ON true"));
 
   db.raw().Query("PREPARE sweep_plan(bigint, bigint) AS " + sql);
   std::string plan;
