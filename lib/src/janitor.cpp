@@ -195,7 +195,7 @@ void Record(detail::ClientCore& core, pg::Session s, std::int64_t topic_id,
 }  // namespace
 
 Janitor::Janitor(Client& client)
-    : client_(client), in_flight_(std::make_shared<InFlight>()) {}
+    : core_(client.core()), in_flight_(std::make_shared<InFlight>()) {}
 
 Janitor::~Janitor() = default;
 
@@ -216,7 +216,7 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
   // Reset first: a Cancel() from here on, even during the claim, stops this
   // sweep; one from before it belonged to an earlier sweep.
   flight.cancelled = false;
-  detail::ClientCore& core = *client_.core();
+  detail::ClientCore& core = *core_;
   const std::string owner =
       options.owner.empty() ? DefaultOwner() : options.owner;
   pg::Pool::Lease lease = core.pool().Acquire(kOp);

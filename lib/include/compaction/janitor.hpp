@@ -11,7 +11,8 @@
 // skips and says so. The claim only saves work: correctness rests on the
 // row locks alone.
 //
-// Lifetime: borrows the Client, which must outlive it. Thread safety:
+// Lifetime: shares the Client's connection pool, so it may outlive the
+// Client object it was made from. Thread safety:
 // SweepHeadless may be called from several threads but runs one sweep at a
 // time per Janitor (use one Janitor per thread for parallel sweeps);
 // Cancel() may be called from any thread.
@@ -25,6 +26,9 @@
 namespace compaction {
 
 class Client;
+namespace detail {
+class ClientCore;
+}
 
 struct SweepOptions {
   int batch_size = 1000;   // rows per batch, > 0
@@ -74,7 +78,7 @@ class Janitor {
 
  private:
   struct InFlight;
-  Client& client_;
+  std::shared_ptr<detail::ClientCore> core_;
   std::shared_ptr<InFlight> in_flight_;
 };
 
