@@ -362,21 +362,12 @@ def test_kill9():
 
 # --- signals ------------------------------------------------------------------
 
-def stubborn_delete_trigger(schema, tid):
-    """A BEFORE DELETE trigger that swallows cancels: the batch outlives
-    PQcancel, so only shutdown-timeout or a second signal ends the daemon."""
-    psql(f"""CREATE OR REPLACE FUNCTION "{schema}".stubborn_delete()
-             RETURNS trigger LANGUAGE plpgsql AS $$
-             BEGIN
-               FOR i IN 1..600 LOOP
-                 BEGIN PERFORM pg_sleep(0.1);
-                 EXCEPTION WHEN query_canceled THEN NULL; END;
-               END LOOP;
-               RETURN OLD;
-             END $$;
-             CREATE TRIGGER stubborn BEFORE DELETE ON
-             "{schema}".compaction_head_{tid}
-             FOR EACH ROW EXECUTE FUNCTION "{schema}".stubborn_delete();""")
+def sweeping_backend(app):
+    """The pid of the backend running `app`'s batch, inside the trigger."""
+    return int(scalar("SELECT pid FROM pg_stat_activity WHERE "
+                      f"application_name = '{app}' AND state = 'active' AND "
+                      "query ILIKE '%delete%' AND wait_event = 'PgSleep' "
+                      "LIMIT 1"))
 
 
 def terminate(app):
@@ -388,16 +379,20 @@ def test_sigterm():
     daemons = []
     apps = []
     schemas = []
-    # (case, trigger, extra args, second signal, exit code, seconds allowed)
+    # (case, batch, extra args, second signal, exit code, seconds allowed).
+    # A "frozen" batch cannot honour its cancel: its backend is stopped
+    # with SIGSTOP (deterministic, unlike a trigger that tries to swallow
+    # cancels and still loses one that lands between its statements), so
+    # only shutdown-timeout or a second signal ends the daemon.
     cases = [
-        ("graceful", "slow", [], False, 0, (0.0, 5.0)),
-        ("timeout", "stubborn", ["--shutdown-timeout", "2s"], False, 0,
+        ("graceful", "sleeping", [], False, 0, (0.0, 5.0)),
+        ("timeout", "frozen", ["--shutdown-timeout", "2s"], False, 0,
          (1.8, 5.0)),
-        ("second", "stubborn", ["--shutdown-timeout", "30s"], True, 1,
+        ("second", "frozen", ["--shutdown-timeout", "30s"], True, 1,
          (0.0, 2.0)),
     ]
     try:
-        for case, trigger, extra, second, want_rc, (lo, hi) in cases:
+        for case, batch, extra, second, want_rc, (lo, hi) in cases:
             app = f"cd_sig_{case}_{os.getpid()}"
             apps.append(app)
             # A schema per case: no other case's stuck rows to sweep.
@@ -406,15 +401,15 @@ def test_sigterm():
             setup_schema(ARGS.binary, schema)
             tid = register(ARGS.binary, schema, f"orders-{case}", "1s")
             insert_headless(schema, tid, 5)
-            if trigger == "slow":
-                slow_delete_trigger(schema, tid, 30)
-            else:
-                stubborn_delete_trigger(schema, tid)
+            slow_delete_trigger(schema, tid, 30)
             d = Daemon(ARGS.binary, base_args(schema, app, *extra),
                        name=f"sigterm-{case}").start()
             daemons.append(d)
             wait_for(lambda: deleting(app, in_trigger=True) > 0, 10,
                      "long sweep in flight", interval=0.05)
+            frozen = sweeping_backend(app) if batch == "frozen" else None
+            if frozen:
+                os.kill(frozen, signal.SIGSTOP)
             t = time.monotonic()
             d.signal(signal.SIGTERM)
             if second:
@@ -422,6 +417,8 @@ def test_sigterm():
                 d.signal(signal.SIGTERM)
             rc = d.wait_exit(10)
             took = time.monotonic() - t
+            if frozen:
+                os.kill(frozen, signal.SIGCONT)
             check(rc == want_rc, f"{case}: exit {rc}, want {want_rc}")
             check(lo <= took <= hi,
                   f"{case}: exited after {took:.2f}s, want {lo}..{hi}s")
