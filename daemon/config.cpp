@@ -40,6 +40,7 @@ const std::vector<KeySpec>& Keys() {
       {"max-batches", "batches per sweep of one topic"},
       {"statement-timeout", "server-side bound of one batch statement"},
       {"claim-ttl", "lifetime of a sweep's claim on its topic"},
+      {"batch-pause", "pause after each full batch, 0..1m (0: none)"},
       {"owner", "name of this replica in janitor_state (empty: host:pid)"},
       {"stats-interval", "period of the statistics refresh"},
       {"stats-timeout", "statement timeout of the statistics queries"},
@@ -67,6 +68,7 @@ std::map<std::string, std::string> DefaultTexts() {
       {"max-batches", std::to_string(d.max_batches)},
       {"statement-timeout", FormatDuration(d.statement_timeout)},
       {"claim-ttl", FormatDuration(d.claim_ttl)},
+      {"batch-pause", FormatDuration(d.batch_pause)},
       {"owner", d.owner},
       {"stats-interval", FormatDuration(d.stats_interval)},
       {"stats-timeout", FormatDuration(d.stats_timeout)},
@@ -184,6 +186,14 @@ Millis ToDuration(const std::string& key, const std::string& v) {
   return *d;
 }
 
+// A pause: 0 turns it off; the library's bound is one minute.
+Millis ToPause(const std::string& key, const std::string& v) {
+  auto d = ParseDuration(v);
+  if (!d) Invalid(key, v, "expected a duration such as 0, 10ms, 1s");
+  if (*d > std::chrono::minutes(1)) Invalid(key, v, "must be at most 1m");
+  return *d;
+}
+
 // PostgreSQL takes statement_timeout up to INT_MAX milliseconds.
 Millis ToServerTimeout(const std::string& key, const std::string& v) {
   Millis d = ToDuration(key, v);
@@ -249,6 +259,8 @@ void Apply(Settings& s, const std::string& key, const std::string& v) {
     s.statement_timeout = ToServerTimeout(key, v);
   } else if (key == "claim-ttl") {
     s.claim_ttl = ToDuration(key, v);
+  } else if (key == "batch-pause") {
+    s.batch_pause = ToPause(key, v);
   } else if (key == "owner") {
     s.owner = v;
   } else if (key == "stats-interval") {
@@ -286,6 +298,12 @@ void CheckRelations(const Settings& s, const Values& effective) {
     Invalid("claim-ttl", effective.at("claim-ttl"),
             "must not be shorter than statement-timeout (" +
                 effective.at("statement-timeout") + ")");
+  }
+  if (s.batch_pause.count() > 0 && s.batch_pause >= s.claim_ttl) {
+    // The library refuses it: a claim must outlast the pause it covers.
+    Invalid("batch-pause", effective.at("batch-pause"),
+            "must be shorter than claim-ttl (" + effective.at("claim-ttl") +
+                ")");
   }
 }
 
@@ -442,6 +460,7 @@ std::string RenderConfig(const Invocation& inv) {
   effective["max-batches"] = std::to_string(s.max_batches);
   effective["statement-timeout"] = FormatDuration(s.statement_timeout);
   effective["claim-ttl"] = FormatDuration(s.claim_ttl);
+  effective["batch-pause"] = FormatDuration(s.batch_pause);
   effective["owner"] = s.owner;
   effective["stats-interval"] = FormatDuration(s.stats_interval);
   effective["stats-timeout"] = FormatDuration(s.stats_timeout);

@@ -27,6 +27,7 @@ ScheduleSettings ScheduleSettings::From(const Settings& s) {
   out.sweep.max_batches = s.max_batches;
   out.sweep.statement_timeout = s.statement_timeout;
   out.sweep.claim_ttl = s.claim_ttl;
+  out.sweep.batch_pause = s.batch_pause;
   out.sweep.owner = s.owner;
   return out;
 }
@@ -228,8 +229,9 @@ void Scheduler::OnSweepDone(const std::shared_ptr<Topic>& topic,
          {"started_unix_us", started_unix_us},
          {"finished_unix_us", UnixMicros()}});
   }
-  // A sweep cut off at max-batches leaves a backlog: continue right away.
-  Arm(topic, r.stopped_at_limit && !r.cancelled ? Millis(0)
+  // A sweep cut off at max-batches leaves a backlog: continue right away,
+  // after the batch pause the sweep itself skipped after its last batch.
+  Arm(topic, r.stopped_at_limit && !r.cancelled ? settings_.sweep.batch_pause
                                                 : NextDelay(topic->interval));
 }
 

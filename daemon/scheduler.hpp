@@ -8,7 +8,8 @@
 // every row expired when its batch runs, so an expired, unlocked headless row
 // is gone within TTL + interval (plus the sweep's own run time and any wait
 // for a free worker). A sweep that stopped at max-batches with rows left is
-// continued at once.
+// continued after batch-pause (at once when it is 0), so pacing holds across
+// the sweeps of a backlog too.
 //
 // Lifetime: owned by the App; Stop() before destruction, then wait for
 // in_flight() to reach 0. Thread safety: io_context thread only, except

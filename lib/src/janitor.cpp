@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -20,15 +21,33 @@ namespace compaction {
 struct Janitor::InFlight {
   // Held for a whole sweep: `cancel` and `cancelled` describe one sweep.
   std::mutex sweep_mutex;
-  std::mutex mutex;            // guards `cancel`
-  PGcancel* cancel = nullptr;  // set while a sweep holds a connection
+  std::mutex mutex;              // guards `cancel`, `pausing`, `wake`
+  PGcancel* cancel = nullptr;    // set while a sweep holds a connection
+  bool pausing = false;          // in batch_pause: no statement to cancel
+  std::condition_variable wake;  // Cancel() ends a batch_pause
+  // Set under `mutex`, so a pause that checks it under the lock cannot miss
+  // the notification.
   std::atomic<bool> cancelled{false};
+
+  // Waits out batch_pause unless Cancel() comes first; false when it did.
+  // A condition variable, not a sleep: a shutdown must not wait it out.
+  bool Pause(std::chrono::milliseconds pause) {
+    std::unique_lock lock(mutex);
+    pausing = true;
+    const bool woken =
+        wake.wait_for(lock, pause, [this] { return cancelled.load(); });
+    pausing = false;
+    return !woken;
+  }
 };
 
 namespace {
 
 constexpr const char* kOp = "SweepHeadless";
 constexpr const char* kCancelledError = "cancelled";
+// Pacing beyond this has no use (a batch takes milliseconds) and would keep
+// a dead sweep's claim, which covers the pause, needlessly long.
+constexpr std::chrono::milliseconds kMaxBatchPause = std::chrono::minutes(1);
 
 std::string DefaultOwner() {
   static std::atomic<int> next{0};
@@ -51,6 +70,18 @@ void ValidateSweep(const std::string& topic, const SweepOptions& o) {
   detail::ValidateServerTimeout(kOp, "statement_timeout", o.statement_timeout);
   if (o.claim_ttl.count() <= 0) {
     throw InvalidArgument(kOp, "claim_ttl must be positive");
+  }
+  if (o.batch_pause.count() < 0 || o.batch_pause > kMaxBatchPause) {
+    throw InvalidArgument(kOp, "batch_pause must be in 0.." +
+                                   std::to_string(kMaxBatchPause.count()) +
+                                   " ms, got " +
+                                   std::to_string(o.batch_pause.count()));
+  }
+  if (o.batch_pause.count() > 0 && o.batch_pause >= o.claim_ttl) {
+    throw InvalidArgument(
+        kOp, "batch_pause (" + std::to_string(o.batch_pause.count()) +
+                 " ms) must be shorter than claim_ttl (" +
+                 std::to_string(o.claim_ttl.count()) + " ms)");
   }
 }
 
@@ -202,10 +233,13 @@ Janitor::~Janitor() = default;
 void Janitor::Cancel() {
   std::lock_guard lock(in_flight_->mutex);
   in_flight_->cancelled = true;
-  if (in_flight_->cancel != nullptr) {
+  // In a pause the connection is idle: the server would ignore the request,
+  // or worse, a late one could hit the sweep's closing bookkeeping.
+  if (in_flight_->cancel != nullptr && !in_flight_->pausing) {
     char error[256];
     PQcancel(in_flight_->cancel, error, sizeof error);
   }
+  in_flight_->wake.notify_all();
 }
 
 SweepResult Janitor::SweepHeadless(const std::string& topic_name,
@@ -219,11 +253,18 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
   detail::ClientCore& core = *core_;
   const std::string owner =
       options.owner.empty() ? DefaultOwner() : options.owner;
+  // Each claim (and renewal) covers the batch and the pause after it, so
+  // pacing cannot make a live sweep's claim lapse between two renewals.
+  // (Saturating: claim_ttl itself has no upper bound.)
+  const std::chrono::milliseconds claim_for =
+      options.claim_ttl > std::chrono::milliseconds::max() - options.batch_pause
+          ? options.claim_ttl
+          : options.claim_ttl + options.batch_pause;
   pg::Pool::Lease lease = core.pool().Acquire(kOp);
   const pg::Session s = (*lease).session();
   SweepResult result;
   const std::optional<std::int64_t> topic_id =
-      Claim(core, s, topic_name, owner, options.claim_ttl, result.claimed_by);
+      Claim(core, s, topic_name, owner, claim_for, result.claimed_by);
   if (!topic_id) {
     result.skipped = true;
     return result;
@@ -254,7 +295,7 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
       }
       // Claim() just set the first lease.
       if (result.batches > 0 &&
-          !RenewClaim(core, s, *topic_id, owner, options.claim_ttl)) {
+          !RenewClaim(core, s, *topic_id, owner, claim_for)) {
         result.lost_claim = true;
         break;
       }
@@ -263,6 +304,14 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
       result.deleted += deleted;
       ++result.batches;
       if (deleted < options.batch_size) break;  // short batch: caught up
+      // Pacing; none after the last batch the limit allows: the caller
+      // gets its result (and the scheduler paces the continuation).
+      if (options.batch_pause.count() > 0 &&
+          result.batches < options.max_batches &&
+          !flight.Pause(options.batch_pause)) {
+        result.cancelled = true;
+        break;
+      }
     }
   } catch (const DatabaseError& e) {
     RollbackQuietly(s.conn);

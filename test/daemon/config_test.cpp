@@ -95,6 +95,61 @@ TEST_CASE("invalid values name their key") {
   CHECK_THAT(error_of({}), Catch::Contains("'log-level'"));
 }
 
+TEST_CASE("batch-pause: default, every source, bounds, and the sweep options") {
+  Invocation def = ParseInvocation({});
+  CHECK(def.settings.batch_pause == milliseconds(10));
+  CHECK(def.sources.at("batch-pause") == Source::kDefault);
+  CHECK(RenderConfig(def).find("batch-pause = 10ms  # default") !=
+        std::string::npos);
+
+  Invocation flag = ParseInvocation({"--batch-pause", "250ms"});
+  CHECK(flag.settings.batch_pause == milliseconds(250));
+  CHECK(flag.sources.at("batch-pause") == Source::kFlag);
+  CHECK(RenderConfig(flag).find("batch-pause = 250ms  # flag") !=
+        std::string::npos);
+  // 0 turns pacing off.
+  CHECK(ParseInvocation({"--batch-pause", "0"}).settings.batch_pause ==
+        milliseconds(0));
+  CHECK(ParseInvocation({"--batch-pause", "1m", "--claim-ttl", "2m"})
+            .settings.batch_pause == milliseconds(60'000));
+  {
+    ScopedEnv env("COMPACTIOND_BATCH_PAUSE", "2s");
+    Invocation inv = ParseInvocation({});
+    CHECK(inv.settings.batch_pause == milliseconds(2000));
+    CHECK(inv.sources.at("batch-pause") == Source::kEnvironment);
+  }
+  std::string file = WriteFile("batch-pause = 1500ms\n");
+  Invocation from_file = ParseInvocation({"--config", file});
+  CHECK(from_file.settings.batch_pause == milliseconds(1500));
+  CHECK(from_file.sources.at("batch-pause") == Source::kFile);
+  std::remove(file.c_str());
+
+  // The library gets it, and its claim-ttl stays longer.
+  ScheduleSettings schedule = ScheduleSettings::From(flag.settings);
+  CHECK(schedule.sweep.batch_pause == milliseconds(250));
+  CHECK(schedule.sweep.claim_ttl > schedule.sweep.batch_pause);
+
+  auto error_of = [](std::vector<std::string> args) -> std::string {
+    try {
+      ParseInvocation(args);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const char* bad : {"soon", "-5ms", "1.5s", "2m", ""}) {
+    INFO(bad);
+    CHECK_THAT(error_of({"--batch-pause", bad}),
+               Catch::Contains("'batch-pause'"));
+  }
+  CHECK_THAT(error_of({"--batch-pause", "30s", "--claim-ttl", "30s",
+                       "--statement-timeout", "5s"}),
+             Catch::Contains("'batch-pause'") &&
+                 Catch::Contains("claim-ttl"));
+  ScopedEnv env("COMPACTIOND_BATCH_PAUSE", "forever");
+  CHECK_THAT(error_of({}), Catch::Contains("'batch-pause'"));
+}
+
 TEST_CASE("a password on the command line is refused, elsewhere masked") {
   CHECK_THROWS_AS(ParseInvocation({"--db", "host=h password=pw"}), ConfigError);
   CHECK_THROWS_AS(ParseInvocation({"--db", "postgres://u:pw@h/db"}),

@@ -432,6 +432,36 @@ def test_sigterm():
     finally:
         for d in daemons:
             d.stop()
+        # A sweep waiting out its batch pause: SIGTERM ends the pause
+        # (Janitor::Cancel wakes it), long before the pause or the shutdown
+        # timeout would.
+        app = f"cd_sig_paused_{os.getpid()}"
+        apps.append(app)
+        schema = schema_name("sigpaused")
+        schemas.append(schema)
+        setup_schema(ARGS.binary, schema)
+        tid = register(ARGS.binary, schema, "orders-paused", "1s")
+        insert_headless(schema, tid, 5)
+        d = Daemon(ARGS.binary,
+                   base_args(schema, app, "--batch-size", "2",
+                             "--batch-pause", "50s",
+                             "--shutdown-timeout", "30s"),
+                   name="sigterm-paused").start()
+        daemons.append(d)
+        # The first batch committed: the sweep is in its 50 s pause.
+        wait_for(lambda: headless_count(schema, tid) == 3, 15,
+                 "first paced batch committed", interval=0.02)
+        t = time.monotonic()
+        d.signal(signal.SIGTERM)
+        rc = d.wait_exit(10)
+        took = time.monotonic() - t
+        check(rc == 0, f"paused: exit {rc}, want 0")
+        check(took <= 3.0, f"paused: exited after {took:.2f}s, want <= 3s")
+        check(headless_count(schema, tid) == 3,
+              "paused: a batch ran after the pause was cancelled")
+        check("sweep cancelled" in d.log_text(),
+              "paused: no 'sweep cancelled' log line")
+        print(f"FIGURE sigterm case=paused exit={rc} took_s={took:.2f}")
         for app in apps:
             terminate(app)
         for schema in schemas:
@@ -624,6 +654,9 @@ def test_invalid_config():
             (["--min-interval", "9999999999d" * 11], "min-interval"),  # sum overflows
             (["topic", "register", "x", "--headless-ttl", "soon"],
              "headless-ttl"),
+            (["--batch-pause", "2m"], "batch-pause"),
+            (["--batch-pause", "soon"], "batch-pause"),
+            (["--batch-pause", "30s", "--claim-ttl", "30s"], "batch-pause"),
         ]
         for args, key in bad_flags:
             expect_config_error(args + ["--check-config"] if args[0] != "topic"

@@ -82,6 +82,18 @@ class DeleteGate {
   RawConn holder_;
 };
 
+// Polls until `table` holds exactly `rows` rows: how a test sees that a
+// sweep's batch has committed. False after `timeout`.
+bool WaitForRows(RawConn& raw, const std::string& table, std::int64_t rows,
+                 std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (raw.Int("SELECT count(*) FROM " + table) == rows) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 std::chrono::steady_clock::duration Elapsed(
     std::chrono::steady_clock::time_point since) {
   return std::chrono::steady_clock::now() - since;
@@ -496,6 +508,24 @@ TEST_CASE("bad sweep input is a typed error before any write") {
     o.claim_ttl = std::chrono::milliseconds(bad);
     CHECK_THROWS_AS(janitor.SweepHeadless("input", o), InvalidArgument);
   }
+  {
+    SweepOptions o;
+    o.batch_pause = -1ms;
+    CHECK_THROWS_WITH(janitor.SweepHeadless("input", o),
+                      Catch::Contains("batch_pause"));
+    CHECK_THROWS_AS(janitor.SweepHeadless("input", o), InvalidArgument);
+    o.batch_pause = 61s;  // beyond the one-minute bound
+    o.claim_ttl = 10min;
+    CHECK_THROWS_WITH(janitor.SweepHeadless("input", o),
+                      Catch::Contains("batch_pause"));
+    // A pause as long as the claim: the claim must outlast what it covers.
+    o.batch_pause = 1s;
+    o.claim_ttl = 1s;
+    CHECK_THROWS_WITH(janitor.SweepHeadless("input", o),
+                      Catch::Contains("batch_pause") &&
+                          Catch::Contains("claim_ttl"));
+    CHECK_THROWS_AS(janitor.SweepHeadless("input", o), InvalidArgument);
+  }
   CHECK_THROWS_AS(janitor.SweepHeadless("Not A Name"), InvalidArgument);
   CHECK_THROWS_AS(janitor.SweepHeadless(""), InvalidArgument);
   CHECK_THROWS_AS(janitor.SweepHeadless("missing"), compaction::TopicNotFound);
@@ -543,6 +573,89 @@ TEST_CASE("Janitor::Cancel stops a sweep in flight") {
   const SweepResult next = janitor.SweepHeadless("cancel", options);
   CHECK_FALSE(next.cancelled);
   CHECK(next.deleted == 3);
+  CHECK(topic.Stats().janitor.last_error.empty());
+}
+
+TEST_CASE("a paced sweep pauses between full batches and deletes everything") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("paced");
+  topic.Register();
+  const std::string table = db.HeadTable("paced");
+  InsertHeadless(db.raw(), table, "a-", 2500);
+  Janitor janitor(db.client());
+  SweepOptions options;
+  options.batch_size = 1000;
+  options.batch_pause = 100ms;
+  auto started = std::chrono::steady_clock::now();
+  SweepResult r = janitor.SweepHeadless("paced", options);
+  // Two full batches, each followed by a pause; the short third one ends it.
+  CHECK(Elapsed(started) >= 200ms);
+  CHECK(r.batches == 3);
+  CHECK(r.deleted == 2500);
+  CHECK_FALSE(r.stopped_at_limit);
+  CHECK_FALSE(r.cancelled);
+  CHECK_FALSE(r.lost_claim);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + table) == 0);
+  const auto state = topic.Stats().janitor;
+  CHECK(state.last_error.empty());
+  CHECK(state.last_deleted_rows == 2500);
+  CHECK(state.claimed_by.empty());
+
+  // No pause after the last batch the limit allows: the sweep returns.
+  InsertHeadless(db.raw(), table, "b-", 2500);
+  options.max_batches = 1;
+  options.batch_pause = 1min - 1ms;
+  options.claim_ttl = 2min;
+  started = std::chrono::steady_clock::now();
+  r = janitor.SweepHeadless("paced", options);
+  CHECK(Elapsed(started) < 30s);
+  CHECK(r.batches == 1);
+  CHECK(r.deleted == 1000);
+  CHECK(r.stopped_at_limit);
+}
+
+TEST_CASE("Janitor::Cancel ends a batch pause at once") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("pause-cancel");
+  topic.Register();
+  const std::string table = db.HeadTable("pause-cancel");
+  InsertHeadless(db.raw(), table, "a-", 3);
+
+  Janitor janitor(db.client());
+  SweepOptions options;
+  options.batch_size = 1;
+  options.batch_pause = 50s;  // the test would time out waiting it out
+  options.claim_ttl = 60s;
+  auto sweep = std::async(std::launch::async, [&] {
+    return janitor.SweepHeadless("pause-cancel", options);
+  });
+  // The first batch committed: the sweep is in (or entering) its pause.
+  REQUIRE(WaitForRows(db.raw(), table, 2));
+  // The claim covers the batch and the pause after it: claim_ttl + pause
+  // from the claim's start (one statement, one now()).
+  CHECK(db.raw().Int("SELECT (extract(epoch FROM claimed_until - "
+                     "last_sweep_started_at) * 1000)::bigint FROM " +
+                     db.QuotedSchema() + ".janitor_state") == 110'000);
+  const auto started = std::chrono::steady_clock::now();
+  janitor.Cancel();
+  REQUIRE(sweep.wait_for(5s) == std::future_status::ready);
+  const SweepResult r = sweep.get();
+  CHECK(Elapsed(started) < 5s);  // against a 50 s pause
+  CHECK(r.cancelled);
+  CHECK(r.batches == 1);
+  CHECK(r.deleted == 1);  // the committed batch stays committed
+  CHECK_FALSE(r.stopped_at_limit);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + table) == 2);
+  const auto state = topic.Stats().janitor;
+  CHECK(state.last_error == "cancelled");
+  CHECK(state.last_deleted_rows == 1);
+  CHECK(state.claimed_by.empty());
+
+  // The cancel belonged to that sweep: the next one runs, paced, to the end.
+  options.batch_pause = 10ms;
+  const SweepResult next = janitor.SweepHeadless("pause-cancel", options);
+  CHECK_FALSE(next.cancelled);
+  CHECK(next.deleted == 2);
   CHECK(topic.Stats().janitor.last_error.empty());
 }
 

@@ -36,8 +36,18 @@ struct SweepOptions {
   // Bounds each batch statement on the server.
   std::chrono::milliseconds statement_timeout = std::chrono::seconds(10);
   // How long this sweep's claim on the topic lasts; renewed before each
-  // batch, so it should exceed statement_timeout.
+  // batch, so it should exceed statement_timeout. Each renewal also covers
+  // batch_pause, so a pause never lets the claim lapse.
   std::chrono::milliseconds claim_ttl = std::chrono::seconds(60);
+  // Pacing: how long to wait after each committed full batch before the next
+  // one, 0..60 s and shorter than claim_ttl; 0 (the default) runs the
+  // batches back to back. Back-to-back batches compete with the topic's
+  // lockers for CPU and WAL on a small machine; a pause trades sweep rate for
+  // their latency. No pause follows a short batch (the sweep is done) or the
+  // max_batches-th one (the sweep returns). During a pause the connection is
+  // idle, outside any transaction (no locks, no snapshot), and Cancel() ends
+  // the pause, and the sweep, at once.
+  std::chrono::milliseconds batch_pause{0};
   // Names this process in janitor_state.claimed_by; empty = host:pid:n,
   // unique per sweep.
   // Two sweeps with the same owner do not exclude each other.
@@ -71,9 +81,10 @@ class Janitor {
                             const SweepOptions& options = {});
 
   // Stops the sweep in flight: cancels its running statement (PQcancel),
-  // whose batch rolls back, and starts no further batch. That sweep returns
-  // normally with `cancelled` set. A Cancel() with no sweep in flight has no
-  // effect on later sweeps. Safe from any thread; blocks on the network.
+  // whose batch rolls back, or ends its batch_pause, and starts no further
+  // batch. That sweep returns normally with `cancelled` set. A Cancel() with
+  // no sweep in flight has no effect on later sweeps. Safe from any thread;
+  // blocks on the network while a statement runs (not during a pause).
   void Cancel();
 
  private:
