@@ -21,14 +21,20 @@ const std::string kSavepoint = "compaction_lock_head";
 
 std::string LockSql(const ClientCore& core, std::int64_t id) {
   // The marker comment lets tests find this statement in pg_stat_activity.
-  // The join rides along only to save a round trip: after waiting for the
-  // lock, READ COMMITTED re-checks the locked head row but keeps the message
-  // row of the old snapshot, so the caller trusts it only when its id equals
-  // the locked head_id.
-  return "/* compaction:LockCompactionHead */ SELECT h.head_id, " +
+  return "/* compaction:LockCompactionHead */ SELECT h.head_id FROM " +
+         core.HeadTable(id) + " h WHERE h.message_key = $1 FOR UPDATE OF h";
+}
+
+// Sent in the same round trip as the lock, it runs once the lock is held.
+// A join inside the lock statement would not do: after waiting for the
+// lock, READ COMMITTED re-checks the locked head row but keeps the message
+// row of the statement's old snapshot, so a head that moved meanwhile would
+// need another round trip, taken while holding the lock every waiter wants.
+std::string LockedHeadSql(const ClientCore& core, std::int64_t id) {
+  return "/* compaction:LockCompactionHead:read */ SELECT " +
          std::string(kMessageColumns) + " FROM " + core.HeadTable(id) +
-         " h LEFT JOIN " + core.MessageTable(id) +
-         " m ON m.id = h.head_id WHERE h.message_key = $1 FOR UPDATE OF h";
+         " h JOIN " + core.MessageTable(id) +
+         " m ON m.id = h.head_id WHERE h.message_key = $1";
 }
 
 std::string InsertHeadlessSql(const ClientCore& core, std::int64_t id) {
@@ -46,35 +52,30 @@ std::string RefreshHeadlessSql(const ClientCore& core, std::int64_t id) {
          "statement_timestamp() WHERE message_key = $1 AND head_id IS NULL";
 }
 
-std::string MessageByIdSql(const ClientCore& core, std::int64_t id) {
-  return "SELECT " + std::string(kMessageColumns) + " FROM " +
-         core.MessageTable(id) + " m WHERE m.id = $1";
-}
-
 // One pass of the loop. Returns true and fills `head` when the key row is
 // locked (head empty for a headless row); false after a lost insert race.
 bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
                   const std::string& key, std::optional<RawStored>& head) {
   constexpr const char* kOp = "LockCompactionHead";
-  pg::Result locked =
-      pg::Exec(s, kOp, LockSql(core, topic_id), pg::Params().Add(key));
-  if (PQntuples(locked.get()) == 1) {
-    const std::optional<std::int64_t> head_id = pg::OptInt64(locked.get(), 0, 0);
-    if (!head_id) {
+  std::vector<pg::Result> r = pg::ExecPipelined(
+      s, kOp,
+      {{LockSql(core, topic_id), pg::Params().Add(key)},
+       {LockedHeadSql(core, topic_id), pg::Params().Add(key)}});
+  const PGresult* locked = r[0].get();
+  const PGresult* message = r[1].get();
+  if (PQntuples(locked) == 1) {
+    if (pg::IsNull(locked, 0, 0)) {
       // Locked again: restart the headless row's TTL under our lock.
       pg::Exec(s, kOp, RefreshHeadlessSql(core, topic_id), pg::Params().Add(key));
       head.reset();
       return true;
     }
-    if (pg::OptInt64(locked.get(), 0, 1) == head_id) {
-      head = ParseStored(kOp, locked.get(), 0, 1);
-      return true;
+    // The row lock keeps the head where the lock found it.
+    if (PQntuples(message) != 1 ||
+        pg::OptInt64(message, 0, 0) != pg::OptInt64(locked, 0, 0)) {
+      throw DatabaseError(kOp, "", "the locked head's message row is missing");
     }
-    // The head moved while we waited: read the new message with a fresh
-    // snapshot; the row lock keeps it the head.
-    pg::Result m = pg::Exec(s, kOp, MessageByIdSql(core, topic_id),
-                            pg::Params().Add(*head_id));
-    head = ParseStored(kOp, m.get(), 0, 0);
+    head = ParseStored(kOp, message, 0, 0);
     return true;
   }
   pg::Result inserted =

@@ -258,7 +258,6 @@ class Bench {
   Cell RunRejected(const std::string& w, const std::string& design, int threads);
   void ThroughputSection();
   void SqlCheck();
-  double MovedFraction(const std::string& w, int threads);
 
   // janitor and stats
   void InsertHeadless(const std::string& topic, long from, long n, bool expired);
@@ -280,7 +279,6 @@ class Bench {
   std::vector<Cell> cells_;
   std::vector<std::string> settings_;
   std::vector<std::string> janitor_md_, stats_md_, sqlcheck_md_, errors_;
-  std::map<std::pair<std::string, int>, double> moved_;  // library fallback rate
   bool pgss_ = false;
   std::uint64_t cell_seq_ = 0;
   int postmaster_ = 0;
@@ -549,15 +547,6 @@ Cell Bench::RunPgbench(const std::string& w, int threads) {
     return out.string();
   };
   std::string files = "-f " + render(script);
-  const double moved = (script == "inc") ? MovedFraction(w, threads) : 0.0;
-  if (moved > 0.0005) {
-    // pgbench picks scripts by weight: the share of transactions in which
-    // the library's lock waited, found the head moved and re-read it.
-    const int wm = (int)std::lround(moved * 1000), wn = 1000 - wm;
-    files = "-f " + render(script) + "@" + std::to_string(std::max(wn, 0)) + " -f " +
-            render("inc_moved") + "@" + std::to_string(std::max(wm, 1));
-    if (wn <= 0) files = "-f " + render("inc_moved");
-  }
   return Measure(w, "pgbench", threads, app, [&](Cell& cell) {
     const fs::path logdir = fs::path(o_.out) / "pgbench" / "log";
     fs::remove_all(logdir);
@@ -713,13 +702,6 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design, int thr
   });
 }
 
-// Share of the library's lock calls that re-read a moved head, measured
-// with pg_stat_statements during the library cell of the same shape.
-double Bench::MovedFraction(const std::string& w, int threads) {
-  auto it = moved_.find({w, threads});
-  return it == moved_.end() ? 0.0 : it->second;
-}
-
 void Bench::ThroughputSection() {
   std::vector<std::string> workloads = {"inc", "hot", "new", "read", "produce"};
   const std::vector<std::string> rejected = {"advisory", "serializable", "conditional", "upsert-lock"};
@@ -730,30 +712,14 @@ void Bench::ThroughputSection() {
       for (int round = 0; round < o_.rounds; ++round) {
         std::vector<std::string> order = {"library", "pgbench"};
         if (w == "inc" || w == "hot") order.insert(order.end(), rejected.begin(), rejected.end());
-        // Alternate: the library runs first in odd rounds (so its measured
-        // fallback rate is known before pgbench), last in even ones.
+        // Alternate: the library runs first in even rounds, last in odd ones.
         if (round % 2 == 1) std::reverse(order.begin(), order.end());
         for (const auto& v : order) {
           if (!o_.variants.empty() && !o_.variants.count(v)) continue;
           Cell c;
-          const bool track = pgss_ && v == "library" && (w == "inc" || w == "hot");
-          if (track) mon_.Exec("SELECT pg_stat_statements_reset()");
           if (v == "library") c = RunLibrary(w, threads);
           else if (v == "pgbench") c = RunPgbench(w, threads);
           else c = RunRejected(w, v, threads);
-          if (track) {
-            // pg_stat_statements normalizes constants and keeps one text per
-            // query id (pgbench's comment-less lock shares the library's),
-            // so match on shapes; only the library ran since the reset.
-            const double byid = (double)mon_.Int(
-                "SELECT coalesce(sum(calls),0) FROM pg_stat_statements WHERE query LIKE 'SELECT m.id, m.message_key%' "
-                "AND query LIKE '%FROM ' || $1 || ' m WHERE m.id = $1'", {Msg(w)});
-            const double locks = (double)mon_.Int(
-                "SELECT coalesce(sum(calls),0) FROM pg_stat_statements WHERE query LIKE '%FROM ' || $1 || "
-                "' h LEFT JOIN % FOR UPDATE OF h'", {Head(w)});
-            if (locks > 0) moved_[{w, threads}] = byid / locks;
-            c.note = "lock re-read share " + std::to_string(locks > 0 ? byid / locks : 0).substr(0, 5);
-          }
           c.round = round;
           cells_.push_back(std::move(c));
         }
@@ -1121,12 +1087,6 @@ void Bench::Report() {
            << Fmt(1e6 * a.server_cpu / n, 1) << " | "
            << (v == "pgbench" || pg_tps == 0 ? std::string("1") : Fmt(tps / pg_tps, 2) + " [" + rr + "]") << " |\n";
       }
-    }
-    if (w == "inc" || w == "hot") {
-      md << "\nShare of the library's locks that waited, found the head moved and re-read it by id "
-            "(pg_stat_statements; pgbench ran `inc_moved.sql` with this weight):";
-      for (int t : o_.threads) md << " " << t << " threads " << Fmt(100 * MovedFraction(w, t), 1) << " %;";
-      md << "\n";
     }
     md << "\n";
     std::ofstream dat(fs::path(o_.out) / ("throughput_" + w + ".dat"));

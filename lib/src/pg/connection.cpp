@@ -67,6 +67,78 @@ Result Exec(Session session, const char* operation, const std::string& sql,
   return result;
 }
 
+namespace {
+
+// Queues one statement in pipeline mode; false when libpq refuses it.
+bool SendPipelined(Session session, const std::string* name,
+                   const Statement& statement) {
+  const std::vector<const char*> values = statement.params.Pointers();
+  const int n = statement.params.size();
+  if (name != nullptr) {
+    return PQsendQueryPrepared(session.conn, name->c_str(), n, values.data(),
+                               nullptr, nullptr, 0) == 1;
+  }
+  return PQsendQueryParams(session.conn, statement.sql.c_str(), n, nullptr,
+                           values.data(), nullptr, nullptr, 0) == 1;
+}
+
+// Reads what the server sent for each queued statement, through the sync
+// point, so the connection is in a clean state whatever happened. Returns
+// the index of the first failed statement, or -1.
+int DrainPipeline(PGconn* conn, std::size_t count, std::vector<Result>& out) {
+  int failed = -1;
+  for (std::size_t i = 0; i < count; ++i) {
+    Result r(PQgetResult(conn));
+    if (r == nullptr) return failed < 0 ? static_cast<int>(i) : failed;
+    // Each statement's results end with a null result.
+    while (PGresult* extra = PQgetResult(conn)) PQclear(extra);
+    if (failed < 0 && !Succeeded(r.get())) failed = static_cast<int>(i);
+    out.push_back(std::move(r));
+  }
+  Result sync(PQgetResult(conn));
+  if (sync == nullptr || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
+    if (failed < 0) failed = static_cast<int>(count);
+  }
+  return failed;
+}
+
+}  // namespace
+
+std::vector<Result> ExecPipelined(Session session, const char* operation,
+                                  const std::vector<Statement>& statements) {
+  // Preparing is a round trip of its own, so it happens before the pipeline,
+  // once per connection and statement.
+  std::vector<const std::string*> names;
+  for (const Statement& st : statements) {
+    names.push_back(session.cache == nullptr
+                        ? nullptr
+                        : &session.cache->Prepare(session.conn, operation, st.sql,
+                                                  st.params.size()));
+  }
+  if (PQenterPipelineMode(session.conn) != 1) {
+    ThrowError(operation, session.conn, nullptr);
+  }
+  bool sent = true;
+  for (std::size_t i = 0; i < statements.size() && sent; ++i) {
+    sent = SendPipelined(session, names[i], statements[i]);
+  }
+  sent = sent && PQpipelineSync(session.conn) == 1;
+  std::vector<Result> results;
+  const int failed =
+      sent ? DrainPipeline(session.conn, statements.size(), results) : 0;
+  // Leaving pipeline mode fails only while results are unread, which means
+  // the connection is broken; it is then discarded by its owner.
+  const bool left = PQexitPipelineMode(session.conn) == 1;
+  if (!sent || !left) ThrowError(operation, session.conn, nullptr);
+  if (failed >= 0) {
+    const PGresult* r = static_cast<std::size_t>(failed) < results.size()
+                            ? results[failed].get()
+                            : nullptr;
+    ThrowError(operation, session.conn, r);
+  }
+  return results;
+}
+
 Result ExecScript(PGconn* conn, const char* operation, const std::string& sql) {
   Result result(PQexec(conn, sql.c_str()));
   if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());

@@ -77,6 +77,17 @@ struct Session {
 // returned rows or completed.
 Result Exec(Session session, const char* operation, const std::string& sql,
             const Params& params = {});
+// One statement of a pipeline.
+struct Statement {
+  std::string sql;
+  Params params;
+};
+// Runs the statements in order in one round trip (libpq pipeline mode) and
+// returns their results. When one fails the server skips the rest; the
+// first error is thrown after the pipeline is drained, and inside a
+// transaction block it aborts the transaction like any failed statement.
+std::vector<Result> ExecPipelined(Session session, const char* operation,
+                                  const std::vector<Statement>& statements);
 // Runs a parameterless script (several statements) with the simple query
 // protocol; returns the last result.
 Result ExecScript(PGconn* conn, const char* operation, const std::string& sql);
