@@ -885,23 +885,36 @@ void Bench::JanitorSection() {
   janitor_md_.push_back("Lockers: " + std::to_string(threads) +
                         " threads, LockCompactionHead + ProduceInTx + commit on " + std::to_string(o_.keys) +
                         " live (materialized) keys of the same topic, " + Fmt(o_.duration, 1) +
-                        " s per phase, phases alternating; the sweep runs SweepHeadless(batch 1000) in a loop on the "
-                        "same table, which holds the expired headless rows:");
+                        " s per phase, phases alternating; during a sweep phase SweepHeadless(batch 1000) runs "
+                        "in a loop on the same table, unpaced (batch_pause 0, the library default) or paced "
+                        "(batch_pause 10 ms, compactiond's default). Before every phase the table is topped "
+                        "up to " + std::to_string(n) + " expired headless rows and vacuumed:");
   janitor_md_.push_back("");
-  janitor_md_.push_back("| phase | tx/s | p50 us | p99 us | p99 vs no-sweep | rows swept during phase |");
+  janitor_md_.push_back("| phase | tx/s | p50 us | p99 us | p99 vs the no-sweep phase before | rows swept during phase |");
   janitor_md_.push_back("|---|---|---|---|---|---|");
+  const std::vector<std::chrono::milliseconds> kPhases = {
+      std::chrono::milliseconds(-1), std::chrono::milliseconds(0),  std::chrono::milliseconds(-1),
+      std::chrono::milliseconds(10), std::chrono::milliseconds(-1), std::chrono::milliseconds(10),
+      std::chrono::milliseconds(-1), std::chrono::milliseconds(0)};
   double base_p99 = 0;
-  for (int phase = 0; phase < 4; ++phase) {
-    const bool sweep = phase % 2 == 1;
+  long next_key = n + 1;
+  std::int64_t to_refill = 0;
+  for (const auto pause : kPhases) {
+    const bool sweep = pause.count() >= 0;
+    if (to_refill > 0) InsertHeadless(topic, next_key, to_refill, true);
+    next_key += to_refill;
+    to_refill = 0;
+    mon_.Exec("VACUUM ANALYZE " + Head(topic));
     std::atomic<bool> done{false};
     std::atomic<std::int64_t> swept{0};
     std::thread sweeper;
     if (sweep) {
-      sweeper = std::thread([&] {
+      sweeper = std::thread([&, pause] {
         compaction::Janitor janitor(client);
         compaction::SweepOptions so;
         so.batch_size = 1000;
-        so.max_batches = 1;
+        so.max_batches = 20;  // short sweeps, so `done` is seen promptly
+        so.batch_pause = pause;
         while (!done) {
           auto r = janitor.SweepHeadless(topic, so);
           swept += r.deleted;
@@ -912,12 +925,16 @@ void Bench::JanitorSection() {
     Cell cell = RunLibrary("inc", threads, topic);
     done = true;
     if (sweeper.joinable()) sweeper.join();
+    to_refill = swept.load();
     const Dist d = Percentiles(cell.lat_us);
-    if (!sweep && base_p99 == 0) base_p99 = d.p99;
-    janitor_md_.push_back(std::string("| ") + (sweep ? "with sweep" : "no sweep") + " | " +
-                          Fmt(cell.tx / cell.seconds) + " | " + Fmt(d.p50) + " | " + Fmt(d.p99) + " | " +
-                          Fmt(base_p99 > 0 ? d.p99 / base_p99 : 0, 2) + " | " + std::to_string(swept.load()) + " |");
-    if (!sweep) base_p99 = d.p99;  // compare each sweep phase to the phase before it
+    const std::string name = !sweep ? "no sweep"
+                             : pause.count() == 0
+                                 ? "sweep, unpaced"
+                                 : "sweep, batch_pause " + std::to_string(pause.count()) + " ms";
+    janitor_md_.push_back("| " + name + " | " + Fmt(cell.tx / cell.seconds) + " | " + Fmt(d.p50) + " | " +
+                          Fmt(d.p99) + " | " + (sweep && base_p99 > 0 ? Fmt(d.p99 / base_p99, 2) : "-") +
+                          " | " + std::to_string(swept.load()) + " |");
+    if (!sweep) base_p99 = d.p99;  // each sweep phase is compared to the phase before it
   }
 }
 
