@@ -31,6 +31,7 @@ prometheus::Histogram::BucketBoundaries DurationBuckets() {
 struct MetricsProbe::Impl {
   struct TopicSeries {
     prometheus::Gauge* headless_rows;
+    prometheus::Gauge* headless_estimated;
     prometheus::Gauge* oldest_age;
     prometheus::Gauge* ttl;
     prometheus::Counter* deleted;
@@ -62,8 +63,17 @@ struct MetricsProbe::Impl {
         headless_rows(prometheus::BuildGauge()
                           .Name("compaction_headless_rows")
                           .Help("Headless rows in the topic's compaction-head "
-                                "table, as of the last statistics refresh.")
+                                "table, as of the last statistics refresh; "
+                                "an estimate when "
+                                "compaction_headless_rows_estimated is 1.")
                           .Register(*registry)),
+        headless_estimated(
+            prometheus::BuildGauge()
+                .Name("compaction_headless_rows_estimated")
+                .Help("Whether compaction_headless_rows is an estimate (1: "
+                      "more headless rows than the exact-count limit) or "
+                      "an exact count (0).")
+                .Register(*registry)),
         oldest_age(prometheus::BuildGauge()
                        .Name("compaction_headless_oldest_age_seconds")
                        .Help("Age of the oldest headless row (0 when none), "
@@ -130,6 +140,7 @@ struct MetricsProbe::Impl {
   prometheus::Gauge& ready;
   prometheus::Gauge& topics;
   prometheus::Family<prometheus::Gauge>& headless_rows;
+  prometheus::Family<prometheus::Gauge>& headless_estimated;
   prometheus::Family<prometheus::Gauge>& oldest_age;
   prometheus::Family<prometheus::Gauge>& ttl;
   prometheus::Family<prometheus::Counter>& deleted;
@@ -165,6 +176,7 @@ void MetricsProbe::AddTopic(const std::string& topic,
              .emplace(topic,
                       Impl::TopicSeries{
                           &m.headless_rows.Add(labels),
+                          &m.headless_estimated.Add(labels),
                           &m.oldest_age.Add(labels),
                           &m.ttl.Add(labels),
                           &m.deleted.Add(labels),
@@ -186,6 +198,7 @@ void MetricsProbe::RemoveTopic(const std::string& topic) {
   if (s == nullptr) return;
   Impl& m = *impl_;
   m.headless_rows.Remove(s->headless_rows);
+  m.headless_estimated.Remove(s->headless_estimated);
   m.oldest_age.Remove(s->oldest_age);
   m.ttl.Remove(s->ttl);
   m.deleted.Remove(s->deleted);
@@ -204,11 +217,13 @@ bool MetricsProbe::HasTopic(const std::string& topic) const {
 }
 
 void MetricsProbe::SetHeadless(const std::string& topic, std::int64_t rows,
+                               bool estimated,
                                std::chrono::milliseconds oldest_age) {
   std::lock_guard lock(impl_->mu);
   Impl::TopicSeries* s = impl_->Find(topic);
   if (s == nullptr) return;
   s->headless_rows->Set(static_cast<double>(rows));
+  s->headless_estimated->Set(estimated ? 1 : 0);
   s->oldest_age->Set(std::chrono::duration<double>(oldest_age).count());
 }
 

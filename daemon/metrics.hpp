@@ -30,8 +30,10 @@ class MetricsProbe {
   void RemoveTopic(const std::string& topic);
   bool HasTopic(const std::string& topic) const;
 
+  // `estimated`: `rows` is the library's estimate above its exact-count
+  // limit (TopicStats::headless_rows_estimated), not an exact count.
   void SetHeadless(const std::string& topic, std::int64_t rows,
-                   std::chrono::milliseconds oldest_age);
+                   bool estimated, std::chrono::milliseconds oldest_age);
   // A sweep that returned. `complete` is false when it was cancelled or
   // lost its claim: its rows count, but it is no success.
   void SweepFinished(const std::string& topic, std::int64_t deleted,

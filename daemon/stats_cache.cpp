@@ -35,6 +35,7 @@ void StatsCache::Publish(
     // between the two queries does not come back.
     if (!probe_.HasTopic(t.info.name)) continue;
     probe_.SetHeadless(t.info.name, t.stats.headless_rows,
+                       t.stats.headless_rows_estimated,
                        t.stats.oldest_headless_age);
   }
   probe_.StatsRefreshed();

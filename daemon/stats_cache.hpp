@@ -1,6 +1,7 @@
-// StatsCache: refreshes every topic's headless-row count and oldest age on
-// its own timer (one ListTopicStats query, bounded by stats-timeout on the
-// server) and publishes them to the MetricsProbe. A scrape reads the probe
+// StatsCache: refreshes every topic's headless-row count (exact up to the
+// library's default exact-count limit, estimated above it) and oldest age on
+// its own timer (one ListTopicStats call: a topic listing plus one statement
+// per chunk of topics, each bounded by stats-timeout on the server) and publishes them to the MetricsProbe. A scrape reads the probe
 // only, so it never waits on the database; between refreshes the values are
 // as of compaction_stats_last_refresh_timestamp_seconds.
 //

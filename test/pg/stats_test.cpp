@@ -1,11 +1,16 @@
-// Topic stats against a live database: the headless-row count and oldest
-// age, the topic listing, and the plan of the stats query.
+// Topic stats against a live database: the headless-row count (exact up to
+// the limit, estimated above it) and oldest age, the batched topic listing,
+// and the plan of the stats query.
 #include <catch2/catch.hpp>
+#include <future>
+#include <limits>
+#include <map>
 #include <thread>
 
 #include "live_db.hpp"
 
 using compaction::CompactionOptions;
+using compaction::StatsOptions;
 using compaction::TopicConfig;
 using compaction::TopicStats;
 using compaction::Tx;
@@ -37,7 +42,7 @@ std::vector<std::string> Script(RawConn& raw, const std::string& sql) {
 
 }  // namespace
 
-TEST_CASE("stats count headless rows and the age of the oldest") {
+TEST_CASE("stats count headless rows and the age of the oldest", "[stats]") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("counted");
   topic.Register();
@@ -74,7 +79,7 @@ TEST_CASE("stats count headless rows and the age of the oldest") {
   CHECK(after.oldest_headless_age < 5min);
 }
 
-TEST_CASE("the oldest headless age grows with time") {
+TEST_CASE("the oldest headless age grows with time", "[stats]") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("aging");
   topic.Register();
@@ -88,7 +93,7 @@ TEST_CASE("the oldest headless age grows with time") {
   CHECK(second < first + 30s);
 }
 
-TEST_CASE("stats of a topic without headless rows are zero") {
+TEST_CASE("stats of a topic without headless rows are zero", "[stats]") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("empty");
   topic.Register();
@@ -105,13 +110,13 @@ TEST_CASE("stats of a topic without headless rows are zero") {
   CHECK(stats.oldest_headless_age == 0ms);
 }
 
-TEST_CASE("stats of an unknown topic are a typed error") {
+TEST_CASE("stats of an unknown topic are a typed error", "[stats]") {
   LiveDb db;
   CHECK_THROWS_AS(db.client().Stats("missing"), compaction::TopicNotFound);
   CHECK_THROWS_AS(db.client().Stats("Bad Name"), compaction::InvalidArgument);
 }
 
-TEST_CASE("the stats query reads the partial index, not the head table") {
+TEST_CASE("the stats query reads the partial index, not the head table", "[stats]") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("plan");
   topic.Register();
@@ -155,7 +160,7 @@ TEST_CASE("the stats query reads the partial index, not the head table") {
   check_plan();
 }
 
-TEST_CASE("ListTopicStats lists every topic with its TTL and stats") {
+TEST_CASE("ListTopicStats lists every topic with its TTL and stats", "[stats]") {
   LiveDb db;
   auto a = db.client().Topic<Counter>("list-a");
   auto b = db.client().Topic<Counter>("list-b");
@@ -179,7 +184,7 @@ TEST_CASE("ListTopicStats lists every topic with its TTL and stats") {
   CHECK(topics[1].headless_ttl == 2h);
 }
 
-TEST_CASE("stats follow a topic destroyed and registered again") {
+TEST_CASE("stats follow a topic destroyed and registered again", "[stats]") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("again");
   topic.Register();
@@ -193,4 +198,215 @@ TEST_CASE("stats follow a topic destroyed and registered again") {
   CHECK(topic.Stats().headless_rows == 0);
   other.Topic<Counter>("again").Destroy();
   CHECK_THROWS_AS(topic.Stats(), compaction::TopicNotFound);
+}
+
+TEST_CASE("stats count exactly up to the limit and estimate above it",
+          "[stats]") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("capped");
+  topic.Register();
+  const std::string table = db.HeadTable("capped");
+  InsertHeadless(db.raw(), table, "old-", 1, "3 hours");
+  InsertHeadless(db.raw(), table, "h-", 49, "1 minute");
+  // Materialized heads count for nothing, below or above the limit.
+  auto producer = topic.RegisterProducer();
+  for (int i = 0; i < 20; ++i) {
+    producer.Produce(Counter{i}, {"m" + std::to_string(i), CompactionOptions{}});
+  }
+  auto check_age = [](const TopicStats& s) {
+    CHECK(s.oldest_headless_age >= 3h);
+    CHECK(s.oldest_headless_age < 3h + 30s);
+  };
+
+  const TopicStats deflt = topic.Stats();
+  CHECK(deflt.headless_rows == 50);
+  CHECK_FALSE(deflt.headless_rows_estimated);
+  check_age(deflt);
+  // Exactly at the limit is still exact.
+  const TopicStats at = topic.Stats(StatsOptions{.exact_count_limit = 50});
+  CHECK(at.headless_rows == 50);
+  CHECK_FALSE(at.headless_rows_estimated);
+  check_age(at);
+
+  // No statistics yet (never analyzed): the lower bound the count proved.
+  const TopicStats over = topic.Stats(StatsOptions{.exact_count_limit = 10});
+  CHECK(over.headless_rows_estimated);
+  CHECK(over.headless_rows >= 11);
+  check_age(over);
+  const TopicStats just = db.client().Stats(
+      "capped", StatsOptions{.exact_count_limit = 49});
+  CHECK(just.headless_rows_estimated);
+  CHECK(just.headless_rows >= 50);
+  check_age(just);
+
+  // With current statistics the estimate is the planner's, here exact (the
+  // ANALYZE sample holds every row).
+  db.raw().Query("ANALYZE " + table);
+  const TopicStats analyzed =
+      topic.Stats(StatsOptions{.exact_count_limit = 10});
+  CHECK(analyzed.headless_rows_estimated);
+  CHECK(analyzed.headless_rows == 50);
+  check_age(analyzed);
+
+  // Fresh statistics again at 2,050 rows: exact once more.
+  InsertHeadless(db.raw(), table, "more-", 2000, "1 minute");
+  db.raw().Query("ANALYZE " + table);
+  const TopicStats fresh = topic.Stats(StatsOptions{.exact_count_limit = 10});
+  CHECK(fresh.headless_rows_estimated);
+  CHECK(fresh.headless_rows == 2050);
+  check_age(fresh);
+  // Ten times the rows since: the estimate follows the index's growth (its
+  // current size times the density seen at the ANALYZE), roughly.
+  InsertHeadless(db.raw(), table, "most-", 18000, "1 minute");
+  const TopicStats grown = topic.Stats(StatsOptions{.exact_count_limit = 10});
+  CHECK(grown.headless_rows_estimated);
+  INFO("estimate at 20,050 rows: " << grown.headless_rows);
+  CHECK(grown.headless_rows > 8000);
+  CHECK(grown.headless_rows < 50000);
+  check_age(grown);
+  // The exact count does not depend on statistics.
+  const TopicStats exact = topic.Stats();
+  CHECK(exact.headless_rows == 20050);
+  CHECK_FALSE(exact.headless_rows_estimated);
+  check_age(exact);
+}
+
+TEST_CASE("stats reject a bad exact_count_limit before any I/O", "[stats]") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("bad-option");
+  topic.Register();
+  for (std::int64_t bad : {std::int64_t{0}, std::int64_t{-1},
+                           std::numeric_limits<std::int64_t>::min(),
+                           std::numeric_limits<std::int64_t>::max()}) {
+    INFO("exact_count_limit " << bad);
+    const StatsOptions o{.exact_count_limit = bad};
+    CHECK_THROWS_AS(topic.Stats(o), compaction::InvalidArgument);
+    // Not TopicNotFound: the option is checked before the topic is looked up.
+    CHECK_THROWS_AS(db.client().Stats("missing", o),
+                    compaction::InvalidArgument);
+    CHECK_THROWS_AS(db.client().ListTopicStats(o), compaction::InvalidArgument);
+  }
+  // Not SchemaVersionMismatch: nothing is read from an uninstalled schema.
+  auto elsewhere = compaction::Client::Connect(
+      "", compaction::ClientOptions{.schema = db.schema() + "_absent"});
+  CHECK_THROWS_AS(elsewhere.ListTopicStats(StatsOptions{.exact_count_limit = 0}),
+                  compaction::InvalidArgument);
+  CHECK_THROWS_AS(elsewhere.ListTopicStats(),
+                  compaction::SchemaVersionMismatch);
+  CHECK(topic.Stats(StatsOptions{.exact_count_limit = 1}).headless_rows == 0);
+}
+
+namespace {
+
+std::string TopicName(int i) {
+  char name[16];
+  std::snprintf(name, sizeof name, "many-%03d", i);
+  return name;
+}
+
+// Topics spanning many ListTopicStats statements, topic i with i % 7
+// headless rows, the oldest i minutes old.
+void RegisterMany(LiveDb& db, int n) {
+  for (int i = 0; i < n; ++i) {
+    db.client().Topic<Counter>(TopicName(i)).Register();
+    if (i % 7 == 0) continue;
+    const std::string table = db.HeadTable(TopicName(i));
+    InsertHeadless(db.raw(), table, "old-", 1, std::to_string(i) + " minutes");
+    InsertHeadless(db.raw(), table, "new-", i % 7 - 1, "1 second");
+  }
+}
+
+void CheckMatches(LiveDb& db, const std::vector<compaction::TopicOverview>& all,
+                  const StatsOptions& options) {
+  for (const auto& t : all) {
+    INFO("topic " << t.info.name);
+    const TopicStats one = db.client().Stats(t.info.name, options);
+    CHECK(t.info.id == db.TopicId(t.info.name));
+    CHECK(t.stats.headless_rows == one.headless_rows);
+    CHECK(t.stats.headless_rows_estimated == one.headless_rows_estimated);
+    CHECK(t.stats.estimated_head_rows == one.estimated_head_rows);
+    // Read a moment apart.
+    CHECK(one.oldest_headless_age >= t.stats.oldest_headless_age);
+    CHECK(one.oldest_headless_age < t.stats.oldest_headless_age + 30s);
+    CHECK(t.stats.janitor.total_deleted_rows == one.janitor.total_deleted_rows);
+    CHECK(t.stats.janitor.last_error == one.janitor.last_error);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ListTopicStats over many topics matches per-topic stats",
+          "[stats]") {
+  LiveDb db;
+  constexpr int kTopics = 120;
+  RegisterMany(db, kTopics);
+  // Some janitor history to carry through.
+  compaction::Janitor(db.client()).SweepHeadless(TopicName(13));
+
+  const auto all = db.client().ListTopicStats();
+  REQUIRE(all.size() == kTopics);
+  for (int i = 0; i < kTopics; ++i) {
+    INFO("topic " << i);
+    CHECK(all[i].info.name == TopicName(i));
+    CHECK(all[i].stats.headless_rows == i % 7);
+    CHECK_FALSE(all[i].stats.headless_rows_estimated);
+    if (i % 7 != 0) {
+      CHECK(all[i].stats.oldest_headless_age >= std::chrono::minutes(i));
+    } else {
+      CHECK(all[i].stats.oldest_headless_age == 0ms);
+    }
+  }
+  CHECK(all[13].stats.janitor.last_success_at);
+  CheckMatches(db, all, {});
+
+  // The limit applies per topic, in the batch as alone.
+  const StatsOptions small{.exact_count_limit = 3};
+  const auto capped = db.client().ListTopicStats(small);
+  REQUIRE(capped.size() == kTopics);
+  for (int i = 0; i < kTopics; ++i) {
+    INFO("topic " << i);
+    CHECK(capped[i].stats.headless_rows_estimated == (i % 7 > 3));
+    CHECK(capped[i].stats.headless_rows >= std::min(i % 7, 4));
+  }
+  CheckMatches(db, capped, small);
+}
+
+TEST_CASE("stats listing leaves out a topic destroyed while it runs",
+          "[stats]") {
+  LiveDb db;
+  constexpr int kTopics = 120;
+  RegisterMany(db, kTopics);
+  const std::string victim = TopicName(90);  // not in the first statement
+  const std::int64_t victim_id = db.TopicId(victim);
+
+  // What Destroy does, held open: the listing still sees the topic row, and
+  // the stats statement then waits on the DROP's lock of the head table.
+  RawConn destroyer;
+  destroyer.Query("BEGIN");
+  destroyer.Query("DELETE FROM " + db.QuotedSchema() + ".topic WHERE id = " +
+                  std::to_string(victim_id));
+  destroyer.Query("DROP TABLE " + db.HeadTable(victim) + ", " +
+                  db.MessageTable(victim));
+  auto listing = std::async(std::launch::async,
+                            [&] { return db.client().ListTopicStats(); });
+  const bool waited = testing::WaitForLockWait(
+      db.raw(), "/* compaction:ListTopicStats */", db.schema());
+  destroyer.Query("COMMIT");
+  REQUIRE(waited);
+  const auto all = listing.get();
+  REQUIRE(all.size() == kTopics - 1);
+  std::map<std::string, std::int64_t> rows;
+  for (const auto& t : all) rows[t.info.name] = t.stats.headless_rows;
+  CHECK(rows.count(victim) == 0);
+  for (int i = 0; i < kTopics; ++i) {
+    if (i == 90) continue;
+    INFO("topic " << i);
+    CHECK(rows.at(TopicName(i)) == i % 7);
+  }
+  CheckMatches(db, all, {});
+
+  // A head table missing under a topic that still exists is no
+  // destruction: the listing fails rather than hide the topic.
+  db.raw().Query("DROP TABLE " + db.HeadTable(TopicName(5)));
+  CHECK_THROWS_AS(db.client().ListTopicStats(), compaction::DatabaseError);
 }

@@ -62,10 +62,15 @@ class Client {
 
   // Every registered topic, by name.
   std::vector<TopicInfo> ListTopics() const;
-  // Every registered topic with its stats (one stats query per topic).
-  std::vector<TopicOverview> ListTopicStats() const;
-  // Untyped TopicHandle<M>::Stats().
-  TopicStats Stats(const std::string& topic_name) const;
+  // Every registered topic with its stats, as of one ListTopics: the stats
+  // of many topics are read per round trip on one pooled connection. A topic
+  // destroyed meanwhile is left out; any other error fails the whole call.
+  // Throws InvalidArgument (before any I/O) for a bad option.
+  std::vector<TopicOverview> ListTopicStats(
+      const StatsOptions& options = {}) const;
+  // Untyped TopicHandle<M>::Stats(options).
+  TopicStats Stats(const std::string& topic_name,
+                   const StatsOptions& options = {}) const;
 
   const ClientOptions& options() const;
   const std::shared_ptr<detail::ClientCore>& core() const { return core_; }

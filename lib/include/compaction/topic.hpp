@@ -104,7 +104,11 @@ class TopicHandle {
     return out;
   }
 
-  TopicStats Stats() const { return detail::GetTopicStats(*core_, name_); }
+  // Headless rows (exact up to options.exact_count_limit), the oldest one's
+  // age and the janitor's state; see TopicStats.
+  TopicStats Stats(const StatsOptions& options = {}) const {
+    return detail::GetTopicStats(*core_, name_, options);
+  }
   TopicInfo Info() const { return detail::FindTopic(*core_, name_); }
 
   // Drops the topic row and its tables. Throws TopicNotFound when absent.
