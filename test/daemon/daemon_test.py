@@ -432,9 +432,6 @@ def test_sigterm():
             check(headless_count(schema, tid) == 5,
                   f"{case}: an interrupted batch deleted rows")
             print(f"FIGURE sigterm case={case} exit={rc} took_s={took:.2f}")
-    finally:
-        for d in daemons:
-            d.stop()
         # A sweep waiting out its batch pause: SIGTERM ends the pause
         # (Janitor::Cancel wakes it), long before the pause or the shutdown
         # timeout would.
@@ -465,6 +462,9 @@ def test_sigterm():
         check("sweep cancelled" in d.log_text(),
               "paused: no 'sweep cancelled' log line")
         print(f"FIGURE sigterm case=paused exit={rc} took_s={took:.2f}")
+    finally:
+        for d in daemons:
+            d.stop()
         for app in apps:
             terminate(app)
         for schema in schemas:
@@ -654,12 +654,12 @@ def test_invalid_config():
             (["--statement-timeout", "30d", "--claim-ttl", "40d"],
              "statement-timeout"),
             (["--stats-timeout", "30d"], "stats-timeout"),
-            (["--min-interval", "9999999999d" * 11], "min-interval"),  # sum overflows
-            (["topic", "register", "x", "--headless-ttl", "soon"],
-             "headless-ttl"),
             (["--batch-pause", "2m"], "batch-pause"),
             (["--batch-pause", "soon"], "batch-pause"),
             (["--batch-pause", "30s", "--claim-ttl", "30s"], "batch-pause"),
+            (["--min-interval", "9999999999d" * 11], "min-interval"),  # sum overflows
+            (["topic", "register", "x", "--headless-ttl", "soon"],
+             "headless-ttl"),
         ]
         for args, key in bad_flags:
             expect_config_error(args + ["--check-config"] if args[0] != "topic"
