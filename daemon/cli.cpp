@@ -106,6 +106,7 @@ nlohmann::json StatsJson(const compaction::TopicOverview& t) {
       {"id", t.info.id},
       {"headless_ttl_seconds", Seconds(t.info.headless_ttl)},
       {"headless_rows", t.stats.headless_rows},
+      {"headless_rows_estimated", t.stats.headless_rows_estimated},
       {"headless_oldest_age_seconds", Seconds(t.stats.oldest_headless_age)},
       {"estimated_head_rows", t.stats.estimated_head_rows},
       {"janitor",
@@ -117,6 +118,12 @@ nlohmann::json StatsJson(const compaction::TopicOverview& t) {
         {"last_error", j.last_error},
         {"claimed_by", j.claimed_by}}},
   };
+}
+
+// "~" marks a count above StatsOptions::exact_count_limit, estimated.
+std::string HeadlessText(const compaction::TopicStats& stats) {
+  return (stats.headless_rows_estimated ? "~" : "") +
+         std::to_string(stats.headless_rows);
 }
 
 int Stats(const Settings& s, bool json) {
@@ -137,7 +144,7 @@ int Stats(const Settings& s, bool json) {
         << Seconds(t.stats.oldest_headless_age);
     std::cout << std::left << std::setw(32) << t.info.name << std::setw(10)
               << FormatDuration(t.info.headless_ttl) << std::setw(12)
-              << t.stats.headless_rows << std::setw(14) << age.str()
+              << HeadlessText(t.stats) << std::setw(14) << age.str()
               << std::setw(14) << t.stats.janitor.total_deleted_rows
               << t.stats.janitor.last_error << "\n";
   }

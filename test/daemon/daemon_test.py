@@ -839,6 +839,8 @@ def test_cli():
         stats = {t["topic"]: t for t in json.loads(r.stdout)}
         check(stats["good"]["janitor"]["total_deleted_rows"] == 7, str(stats))
         check(stats["bad"]["headless_ttl_seconds"] == 1800, str(stats))
+        check(stats["good"]["headless_rows"] == 0
+              and stats["good"]["headless_rows_estimated"] is False, str(stats))
         check("refusing" in (stats["bad"]["janitor"]["last_error"] or "")
               or stats["bad"]["janitor"]["last_error"] == "", str(stats))
         r = run_cli(ARGS.binary, ["topic", "list", "--json", *common])
