@@ -43,6 +43,10 @@ status=0
 "$build/test/bench/compaction_bench" --out "$out" --pgbench "$PG_BIN/pgbench" \
   --scripts "$here/pgbench" "$@" || status=$?
 echo "loadavg at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
-(cd "$out" && gnuplot plot.gp)
+if command -v gnuplot >/dev/null; then
+  (cd "$out" && gnuplot plot.gp)
+else
+  echo "gnuplot not installed (apt-get install gnuplot-nox): $out/throughput.png not drawn" >&2
+fi
 echo "report: $out/report.md, plot: $out/throughput.png" >&2
 exit $status
