@@ -73,7 +73,11 @@ bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
     // The row lock keeps the head where the lock found it.
     if (PQntuples(message) != 1 ||
         pg::OptInt64(message, 0, 0) != pg::OptInt64(locked, 0, 0)) {
-      throw DatabaseError(kOp, "", "the locked head's message row is missing");
+      // Cannot happen: a head and its message commit together, and our
+      // row lock pins head_id between the two statements.
+      throw DatabaseError(kOp, "",
+                          "internal invariant broken: the locked head's "
+                          "message was not read back");
     }
     head = ParseStored(kOp, message, 0, 0);
     return true;

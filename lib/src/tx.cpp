@@ -28,6 +28,9 @@ Tx Tx::Borrow(pg_conn* connection) {
   if (PQstatus(connection) != CONNECTION_OK) {
     throw InvalidArgument(kOp, "connection is not open");
   }
+  if (PQpipelineStatus(connection) != PQ_PIPELINE_OFF) {
+    throw InvalidArgument(kOp, "connection is in pipeline mode");
+  }
   if (PQtransactionStatus(connection) != PQTRANS_INTRANS) {
     throw InvalidArgument(kOp,
                           "connection is not idle inside a transaction block "

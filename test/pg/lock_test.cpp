@@ -206,3 +206,34 @@ TEST_CASE("a lock_timeout beyond PostgreSQL's limit is rejected before any state
     CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());  // still usable
   });
 }
+
+// Each lock prepares its statements on the pooled connection before the
+// pipeline; a cache that starts over (DEALLOCATE ALL at 512 statements)
+// while preparing the second of them must not leave the first one unknown
+// to the server. Three starting offsets make the start-over land on each of
+// the three statements a first lock of a key prepares (lock, read, insert).
+TEST_CASE("locks keep working when the prepared-statement cache starts over") {
+  LiveDb db;
+  constexpr int kTopics = 200;  // 3 statements each: the cache starts over
+  for (int i = 0; i < kTopics; ++i) db.client().Topic<Counter>("t" + std::to_string(i)).Register();
+  for (int offset = 0; offset < 3; ++offset) {
+    INFO("offset " << offset);
+    compaction::Client client = db.NewClient(1);
+    for (int i = 0; i < offset; ++i) {
+      CHECK_FALSE(client.Topic<Counter>("t" + std::to_string(i)).Key("none").CompactionHead());
+    }
+    const std::string key = "k" + std::to_string(offset);
+    for (int i = 0; i < kTopics; ++i) {
+      auto topic = client.Topic<Counter>("t" + std::to_string(i));
+      client.InTransaction([&](Tx& tx) {
+        // A new key: the lock finds nothing, so the read and the headless
+        // insert follow; three statements of this topic prepared anew.
+        REQUIRE_FALSE(topic.Key(key).LockCompactionHead(tx));
+      });
+    }
+    for (int i = 0; i < kTopics; i += 37) {
+      CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("t" + std::to_string(i)) +
+                         " WHERE message_key = '" + key + "' AND head_id IS NULL") == 1);
+    }
+  }
+}

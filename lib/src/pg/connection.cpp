@@ -42,7 +42,7 @@ const std::string& PreparedCache::Prepare(PGconn* conn, const char* operation,
   if (names_.size() >= kMaxPrepared) {
     Result cleared(PQexec(conn, "DEALLOCATE ALL"));
     if (!Succeeded(cleared.get())) ThrowError(operation, conn, cleared.get());
-    names_.clear();
+    Clear();
   }
   std::string name = "compaction_" + std::to_string(next_++);
   Result result(PQprepare(conn, name.c_str(), sql.c_str(), n_params, nullptr));
@@ -102,39 +102,80 @@ int DrainPipeline(PGconn* conn, std::size_t count, std::vector<Result>& out) {
   return failed;
 }
 
+// Statement names for a pipeline, prepared beforehand (a round trip of its
+// own, once per connection and statement). Preparing one statement can make
+// the cache start over and drop the others on the server, so the names
+// count only when the cache kept its generation throughout; the second pass
+// finds the cache nearly empty and cannot start over again.
+std::vector<std::string> PrepareAll(Session session, const char* operation,
+                                    const std::vector<Statement>& statements) {
+  std::vector<std::string> names;
+  if (session.cache == nullptr) return names;  // unnamed statements
+  for (;;) {
+    names.clear();
+    const std::uint64_t generation = session.cache->generation();
+    for (const Statement& st : statements) {
+      names.push_back(session.cache->Prepare(session.conn, operation, st.sql,
+                                             st.params.size()));
+    }
+    if (session.cache->generation() == generation) return names;
+  }
+}
+
+// Leaves pipeline mode whatever happened before. When results are still
+// pending on a live connection, they are synced and drained first; false
+// when even that fails (the connection is then unusable and not pooled).
+bool LeavePipeline(PGconn* conn) {
+  if (PQpipelineStatus(conn) == PQ_PIPELINE_OFF) return true;
+  if (PQexitPipelineMode(conn) == 1) return true;
+  if (PQstatus(conn) != CONNECTION_OK || PQpipelineSync(conn) != 1) {
+    return false;
+  }
+  // Everything up to and including the sync point.
+  for (int nulls = 0; nulls < 1000;) {
+    Result r(PQgetResult(conn));
+    if (r == nullptr) {
+      if (PQstatus(conn) != CONNECTION_OK) return false;
+      ++nulls;
+      continue;
+    }
+    if (PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC &&
+        PQexitPipelineMode(conn) == 1) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<Result> ExecPipelined(Session session, const char* operation,
                                   const std::vector<Statement>& statements) {
-  // Preparing is a round trip of its own, so it happens before the pipeline,
-  // once per connection and statement.
-  std::vector<const std::string*> names;
-  for (const Statement& st : statements) {
-    names.push_back(session.cache == nullptr
-                        ? nullptr
-                        : &session.cache->Prepare(session.conn, operation, st.sql,
-                                                  st.params.size()));
+  const std::vector<std::string> names =
+      PrepareAll(session, operation, statements);
+  if (PQpipelineStatus(session.conn) != PQ_PIPELINE_OFF) {
+    // A borrowed connection already in the caller's own pipeline.
+    throw InvalidArgument(operation, "the connection is in pipeline mode");
   }
   if (PQenterPipelineMode(session.conn) != 1) {
     ThrowError(operation, session.conn, nullptr);
   }
   bool sent = true;
   for (std::size_t i = 0; i < statements.size() && sent; ++i) {
-    sent = SendPipelined(session, names[i], statements[i]);
+    sent = SendPipelined(session, names.empty() ? nullptr : &names[i],
+                         statements[i]);
   }
   sent = sent && PQpipelineSync(session.conn) == 1;
   std::vector<Result> results;
   const int failed =
-      sent ? DrainPipeline(session.conn, statements.size(), results) : 0;
-  // Leaving pipeline mode fails only while results are unread, which means
-  // the connection is broken; it is then discarded by its owner.
-  const bool left = PQexitPipelineMode(session.conn) == 1;
-  if (!sent || !left) ThrowError(operation, session.conn, nullptr);
-  if (failed >= 0) {
-    const PGresult* r = static_cast<std::size_t>(failed) < results.size()
-                            ? results[failed].get()
-                            : nullptr;
-    ThrowError(operation, session.conn, r);
+      sent ? DrainPipeline(session.conn, statements.size(), results) : -1;
+  const bool left = LeavePipeline(session.conn);
+  // The statement's own error first: it carries the SQLSTATE.
+  if (failed >= 0 && static_cast<std::size_t>(failed) < results.size()) {
+    ThrowError(operation, session.conn, results[failed].get());
+  }
+  if (!sent || !left || failed >= 0) {
+    ThrowError(operation, session.conn, nullptr);
   }
   return results;
 }

@@ -56,7 +56,13 @@ class PreparedCache {
   // Returns the statement name for `sql`, preparing it on first use.
   const std::string& Prepare(PGconn* conn, const char* operation,
                              const std::string& sql, int n_params);
-  void Clear() { names_.clear(); }
+  void Clear() {
+    names_.clear();
+    ++generation_;
+  }
+  // Changes whenever the cache starts over (DEALLOCATE ALL): names handed
+  // out before are then gone on the server too.
+  std::uint64_t generation() const { return generation_; }
 
   // Statements kept per connection before the cache starts over.
   static constexpr std::size_t kMaxPrepared = 512;
@@ -64,6 +70,7 @@ class PreparedCache {
  private:
   std::unordered_map<std::string, std::string> names_;
   std::uint64_t next_ = 0;
+  std::uint64_t generation_ = 0;
 };
 
 // A connection plus the statement cache that belongs to it; the cache is

@@ -65,7 +65,8 @@ void Pool::Release(std::unique_ptr<Connection> conn, bool discard) {
     Result(PQexec(raw, "ROLLBACK"));
   }
   const bool reusable = PQstatus(raw) == CONNECTION_OK &&
-                        PQtransactionStatus(raw) == PQTRANS_IDLE;
+                        PQtransactionStatus(raw) == PQTRANS_IDLE &&
+                        PQpipelineStatus(raw) == PQ_PIPELINE_OFF;
   std::lock_guard lock(mutex_);
   if (reusable) {
     idle_.push_back(std::move(conn));
