@@ -130,21 +130,27 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
 // fail on a destroyed topic.
 constexpr const char* kEstimateSql =
     "/* compaction:Stats estimate */ SELECT t.id, coalesce("
-    "CASE WHEN ic.relpages > 0 AND ic.reltuples > 0 THEN ic.reltuples::float8 "
-    "/ ic.relpages * (pg_relation_size(ic.oid) / b.size) END, "
-    "CASE WHEN hc.relpages > 0 AND hc.reltuples > 0 THEN hc.reltuples::float8 "
-    "/ hc.relpages * (pg_relation_size(hc.oid) / b.size) * "
-    // Correlated on relname so pg_stats is read by index; a join on the
-    // computed name scanned all of pg_statistic (70 ms at 1,000 topics).
-    "(SELECT 1 - st.null_frac FROM pg_stats st WHERE st.schemaname = $3 "
-    "AND st.tablename = hc.relname AND st.attname = 'idle_since' "
-    "AND NOT st.inherited) END, 0)::bigint "
+    // The index also keeps dead entries of keys that left the headless
+    // state, so its growth can overstate the backlog: never more than the
+    // head table's own estimate of all its rows.
+    "CASE WHEN e.idx IS NOT NULL THEN least(e.idx, e.all_rows) END, "
+    "e.all_rows * e.share, 0)::bigint "
     "FROM unnest($1::bigint[]) t(id) "
     "CROSS JOIN (SELECT current_setting('block_size')::bigint AS size) b "
     "LEFT JOIN pg_class hc ON hc.oid = "
     "to_regclass($2 || '.compaction_head_' || t.id) "
     "LEFT JOIN pg_class ic ON ic.oid = "
-    "to_regclass($2 || '.compaction_head_' || t.id || '_idle')";
+    "to_regclass($2 || '.compaction_head_' || t.id || '_idle') "
+    "CROSS JOIN LATERAL (SELECT "
+    "CASE WHEN ic.relpages > 0 AND ic.reltuples > 0 THEN ic.reltuples::float8 "
+    "/ ic.relpages * (pg_relation_size(ic.oid) / b.size) END AS idx, "
+    "CASE WHEN hc.relpages > 0 AND hc.reltuples > 0 THEN hc.reltuples::float8 "
+    "/ hc.relpages * (pg_relation_size(hc.oid) / b.size) END AS all_rows, "
+    // Correlated on relname so pg_stats is read by index; a join on the
+    // computed name scanned all of pg_statistic (70 ms at 1,000 topics).
+    "(SELECT 1 - st.null_frac FROM pg_stats st WHERE st.schemaname = $3 "
+    "AND st.tablename = hc.relname AND st.attname = 'idle_since' "
+    "AND NOT st.inherited) AS share) e";
 
 // Replaces the counts that stopped at the limit by their estimates.
 void EstimateOverLimit(const char* operation, ClientCore& core,

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -24,30 +25,34 @@ struct JanitorState {
 };
 
 struct StatsOptions {
+  // Every headless row is counted: the exact figure DESIGN.md promises.
+  static constexpr std::int64_t kCountAll =
+      std::numeric_limits<std::int64_t>::max() - 1;
+
   // Headless rows are counted exactly up to this many; above it the count
   // stops and headless_rows is an estimate (headless_rows_estimated). Bounds
   // the cost of a stats call at about this many index entries read, however
-  // large the backlog. Must be in 1..INT64_MAX-1, else InvalidArgument
-  // (before any I/O). The default keeps a call near 20 ms on a million
-  // freshly inserted headless rows, whose index entries still send the scan
-  // to the heap (test/bench/RESULTS.md, Stats).
-  std::int64_t exact_count_limit = 10000;
+  // large the backlog: an exact count of 1,000,000 rows takes 100-200 ms on
+  // 2 cores, a limit of 10,000 keeps it near 20 ms (compactiond's default;
+  // test/bench/RESULTS.md, Stats). Must be in 1..kCountAll, else
+  // InvalidArgument (before any I/O).
+  std::int64_t exact_count_limit = kCountAll;
 };
 
 struct TopicStats {
   // Exact when headless_rows_estimated is false. Otherwise there are more
   // than exact_count_limit headless rows and this is an estimate of how
-  // many, never below exact_count_limit + 1: the planner's density of the
-  // idle_since index (or of the head table times its headless fraction)
-  // scaled to the current size, as fresh as the head table's last
-  // (auto)ANALYZE; exact_count_limit + 1 when it has none.
+  // many, never below exact_count_limit + 1 nor above the head table's
+  // estimated size: the planner's density of the idle_since index (or of
+  // the head table times its headless fraction) scaled to the current size,
+  // as fresh as the head table's last (auto)ANALYZE.
   std::int64_t headless_rows = 0;
-  bool headless_rows_estimated = false;
   // Exact in both cases (one descent of the idle_since index).
   std::chrono::milliseconds oldest_headless_age{0};  // 0 when none
   // Planner estimate of all head rows (pg_class.reltuples): cheap, not exact.
   std::int64_t estimated_head_rows = 0;
   JanitorState janitor;
+  bool headless_rows_estimated = false;  // see headless_rows
 };
 
 struct TopicOverview {
