@@ -84,7 +84,8 @@ void App::Build() {
              const std::shared_ptr<compaction::Client>&) { OnTopics(outcome); });
   topics_->SetRetry(settings_.reconnect_max);
   stats_ = std::make_unique<StatsCache>(io_, *pool_, *db_, probe_,
-                                        settings_.stats_interval);
+                                        settings_.stats_interval,
+                                        settings_.stats_exact_count_limit);
   listener_ = std::make_unique<TopicListener>(
       ConnectionParams(settings_), settings_.schema, settings_.reconnect_min,
       settings_.reconnect_max,
@@ -189,6 +190,7 @@ void App::Reload() {
   SetLogLevel(settings_.log_level);
   scheduler_->Reconfigure(ScheduleSettings::From(settings_));
   stats_->SetPeriod(settings_.stats_interval);
+  stats_->SetExactCountLimit(settings_.stats_exact_count_limit);
   topics_->SetPeriod(settings_.topic_refresh_interval);
   db_->SetBackoff(settings_.reconnect_min, settings_.reconnect_max);
   LogInfo("app", "configuration reloaded",

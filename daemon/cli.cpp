@@ -120,7 +120,7 @@ nlohmann::json StatsJson(const compaction::TopicOverview& t) {
   };
 }
 
-// "~" marks a count above StatsOptions::exact_count_limit, estimated.
+// "~" marks a count above stats-exact-count-limit, estimated.
 std::string HeadlessText(const compaction::TopicStats& stats) {
   return (stats.headless_rows_estimated ? "~" : "") +
          std::to_string(stats.headless_rows);
@@ -128,7 +128,9 @@ std::string HeadlessText(const compaction::TopicStats& stats) {
 
 int Stats(const Settings& s, bool json) {
   compaction::Client client = Connect(s);
-  auto all = client.ListTopicStats();
+  compaction::StatsOptions options;
+  options.exact_count_limit = s.stats_exact_count_limit;
+  auto all = client.ListTopicStats(options);
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& t : all) out.push_back(StatsJson(t));

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <boost/program_options.hpp>
+#include <compaction/stats.hpp>
 
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
@@ -44,6 +45,7 @@ const std::vector<KeySpec>& Keys() {
       {"owner", "name of this replica in janitor_state (empty: host:pid)"},
       {"stats-interval", "period of the statistics refresh"},
       {"stats-timeout", "statement timeout of the statistics queries"},
+      {"stats-exact-count-limit", "headless rows counted exactly per topic; estimated above"},
       {"topic-refresh-interval", "period of the topic list refresh"},
       {"reconnect-min", "first retry delay after a database failure"},
       {"reconnect-max", "largest retry delay after a database failure"},
@@ -72,6 +74,7 @@ std::map<std::string, std::string> DefaultTexts() {
       {"owner", d.owner},
       {"stats-interval", FormatDuration(d.stats_interval)},
       {"stats-timeout", FormatDuration(d.stats_timeout)},
+      {"stats-exact-count-limit", std::to_string(d.stats_exact_count_limit)},
       {"topic-refresh-interval", FormatDuration(d.topic_refresh_interval)},
       {"reconnect-min", FormatDuration(d.reconnect_min)},
       {"reconnect-max", FormatDuration(d.reconnect_max)},
@@ -163,11 +166,12 @@ Values ParseEnvironment() {
                     why);
 }
 
-int ToInt(const std::string& key, const std::string& v, int lo, int hi) {
+std::int64_t ToInt64(const std::string& key, const std::string& v,
+                     std::int64_t lo, std::int64_t hi) {
   size_t used = 0;
-  long n = 0;
+  long long n = 0;
   try {
-    n = std::stol(v, &used);
+    n = std::stoll(v, &used);
   } catch (const std::exception&) {
     Invalid(key, v, "expected an integer");
   }
@@ -176,7 +180,11 @@ int ToInt(const std::string& key, const std::string& v, int lo, int hi) {
     Invalid(key, v, "must be between " + std::to_string(lo) + " and " +
                         std::to_string(hi));
   }
-  return static_cast<int>(n);
+  return n;
+}
+
+int ToInt(const std::string& key, const std::string& v, int lo, int hi) {
+  return static_cast<int>(ToInt64(key, v, lo, hi));
 }
 
 Millis ToDuration(const std::string& key, const std::string& v) {
@@ -267,6 +275,9 @@ void Apply(Settings& s, const std::string& key, const std::string& v) {
     s.stats_interval = ToDuration(key, v);
   } else if (key == "stats-timeout") {
     s.stats_timeout = ToServerTimeout(key, v);
+  } else if (key == "stats-exact-count-limit") {
+    s.stats_exact_count_limit =
+        ToInt64(key, v, 1, compaction::StatsOptions::kCountAll);
   } else if (key == "topic-refresh-interval") {
     s.topic_refresh_interval = ToDuration(key, v);
   } else if (key == "reconnect-min") {
@@ -464,6 +475,7 @@ std::string RenderConfig(const Invocation& inv) {
   effective["owner"] = s.owner;
   effective["stats-interval"] = FormatDuration(s.stats_interval);
   effective["stats-timeout"] = FormatDuration(s.stats_timeout);
+  effective["stats-exact-count-limit"] = std::to_string(s.stats_exact_count_limit);
   effective["topic-refresh-interval"] = FormatDuration(s.topic_refresh_interval);
   effective["reconnect-min"] = FormatDuration(s.reconnect_min);
   effective["reconnect-max"] = FormatDuration(s.reconnect_max);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -44,15 +45,21 @@ struct Settings {
   Millis claim_ttl{std::chrono::seconds(60)};
   // Pause after each full batch (0: back to back; the library's default).
   // A paced sweep trades sweep rate for locker latency on small machines:
-  // the benchmark's 2-core host runs a 1000-row batch in about 5 ms, and
-  // back-to-back batches raised the p99 of 16 concurrent lockers 1.3-1.8x.
-  // 10 ms between batches leaves the sweep about a third of one core and of
-  // its WAL rate, still about 60,000 rows/s per topic, far above the rate
-  // at which lockers leave headless rows behind.
+  // on an idle 2-core host a 1000-row batch takes about 5 ms, so 10 ms
+  // between batches leaves the sweep about a third of one core and of its
+  // WAL rate, still tens of thousands of rows/s per topic, far above the
+  // rate at which lockers leave headless rows behind. Under full load a
+  // batch takes ~33 ms and the pause changes little (test/bench/RESULTS.md,
+  // Janitor: locker p99 during a sweep 1.01-1.24x, paced or not).
   Millis batch_pause{std::chrono::milliseconds(10)};
   std::string owner;  // empty: host:pid
   Millis stats_interval{std::chrono::seconds(15)};
   Millis stats_timeout{std::chrono::seconds(5)};
+  // Headless rows counted exactly per topic and refresh; above it the count
+  // is an estimate. The library counts everything by default, which costs
+  // 100-200 ms per refresh and topic at a million rows on 2 cores; 10,000
+  // keeps it near 20 ms (test/bench/RESULTS.md, Stats).
+  std::int64_t stats_exact_count_limit = 10000;
   Millis topic_refresh_interval{std::chrono::seconds(30)};
   Millis reconnect_min{std::chrono::milliseconds(500)};
   Millis reconnect_max{std::chrono::seconds(10)};

@@ -6,11 +6,17 @@
 namespace compactiond {
 
 StatsCache::StatsCache(asio::io_context& io, WorkerPool& pool, Database& db,
-                       MetricsProbe& probe, Millis period)
+                       MetricsProbe& probe, Millis period,
+                       std::int64_t exact_count_limit)
     : probe_(probe),
+      exact_count_limit_(exact_count_limit),
       job_(
           io, pool, db, period,
-          [](compaction::Client& client) { return client.ListTopicStats(); },
+          [this](compaction::Client& client) {
+            compaction::StatsOptions options;
+            options.exact_count_limit = exact_count_limit_;
+            return client.ListTopicStats(options);
+          },
           [this](Outcome<std::vector<compaction::TopicOverview>>& outcome,
                  const std::shared_ptr<compaction::Client>&) {
             Publish(outcome);

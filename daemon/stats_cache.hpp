@@ -1,14 +1,18 @@
-// StatsCache: refreshes every topic's headless-row count (exact up to the
-// library's default exact-count limit, estimated above it) and oldest age on
-// its own timer (one ListTopicStats call: a topic listing plus one statement
-// per chunk of topics, each bounded by stats-timeout on the server) and publishes them to the MetricsProbe. A scrape reads the probe
-// only, so it never waits on the database; between refreshes the values are
-// as of compaction_stats_last_refresh_timestamp_seconds.
+// StatsCache: refreshes every topic's headless-row count (exact up to
+// stats-exact-count-limit, estimated above it) and oldest age on its own
+// timer (one ListTopicStats call: a topic listing plus one statement per
+// chunk of topics, each bounded by stats-timeout on the server) and
+// publishes them to the MetricsProbe. A scrape reads the probe only, so it
+// never waits on the database; between refreshes the values are as of
+// compaction_stats_last_refresh_timestamp_seconds.
 //
 // Lifetime: owned by the App; Stop() before destruction. Thread safety:
-// io_context thread only.
+// io_context thread only; the refresh itself runs on a worker and reads the
+// limit through an atomic, so a reload applies from the next refresh.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <vector>
 
 #include <compaction/options.hpp>
@@ -21,17 +25,20 @@ namespace compactiond {
 class StatsCache {
  public:
   StatsCache(asio::io_context& io, WorkerPool& pool, Database& db,
-             MetricsProbe& probe, Millis period);
+             MetricsProbe& probe, Millis period,
+             std::int64_t exact_count_limit);
 
   void Start() { job_.Start(); }
   void Stop() { job_.Stop(); }
   void RefreshNow() { job_.Trigger(); }
   void SetPeriod(Millis period) { job_.SetPeriod(period); }
+  void SetExactCountLimit(std::int64_t limit) { exact_count_limit_ = limit; }
 
  private:
   void Publish(Outcome<std::vector<compaction::TopicOverview>>& outcome);
 
   MetricsProbe& probe_;
+  std::atomic<std::int64_t> exact_count_limit_;  // before job_: it reads it
   PeriodicJob<std::vector<compaction::TopicOverview>> job_;
   int failures_in_a_row_ = 0;
 };

@@ -9,6 +9,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <compaction/stats.hpp>
+
 #include "daemon/config.hpp"
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
@@ -148,6 +150,42 @@ TEST_CASE("batch-pause: default, every source, bounds, and the sweep options") {
                  Catch::Contains("claim-ttl"));
   ScopedEnv env("COMPACTIOND_BATCH_PAUSE", "forever");
   CHECK_THAT(error_of({}), Catch::Contains("'batch-pause'"));
+}
+
+TEST_CASE("stats-exact-count-limit: default, sources, bounds") {
+  Invocation def = ParseInvocation({});
+  CHECK(def.settings.stats_exact_count_limit == 10000);
+  CHECK(RenderConfig(def).find("stats-exact-count-limit = 10000  # default") !=
+        std::string::npos);
+  // Beyond int: the limit is a 64-bit count, up to "count everything".
+  CHECK(ParseInvocation({"--stats-exact-count-limit", "9223372036854775806"})
+            .settings.stats_exact_count_limit ==
+        compaction::StatsOptions::kCountAll);
+  {
+    ScopedEnv env("COMPACTIOND_STATS_EXACT_COUNT_LIMIT", "5000000000");
+    Invocation inv = ParseInvocation({});
+    CHECK(inv.settings.stats_exact_count_limit == 5'000'000'000);
+    CHECK(inv.sources.at("stats-exact-count-limit") == Source::kEnvironment);
+  }
+  std::string file = WriteFile("stats-exact-count-limit = 250\n");
+  Invocation from_file = ParseInvocation({"--config", file});
+  std::remove(file.c_str());
+  CHECK(from_file.settings.stats_exact_count_limit == 250);
+
+  auto error_of = [](std::vector<std::string> args) -> std::string {
+    try {
+      ParseInvocation(args);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const char* bad : {"0", "-1", "9223372036854775807",
+                          "99999999999999999999", "1e4", "ten", ""}) {
+    INFO(bad);
+    CHECK_THAT(error_of({"--stats-exact-count-limit", bad}),
+               Catch::Contains("'stats-exact-count-limit'"));
+  }
 }
 
 TEST_CASE("a password on the command line is refused, elsewhere masked") {

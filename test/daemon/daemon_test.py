@@ -480,17 +480,30 @@ def test_sighup():
     daemon = None
     try:
         tid = register(ARGS.binary, schema, "orders", "1s")
+        # Fresh rows under a long TTL: never swept, only counted.
+        kept = register(ARGS.binary, schema, "kept", "1h")
+        insert_headless(schema, kept, 50, age_sql="interval '0'")
         with open(conf, "w") as f:
             f.write(f"schema = {schema}\nmin-interval = 1h\nmax-interval = 1h\n"
-                    "log-level = info\ntopic-refresh-interval = 1h\n")
+                    "log-level = info\ntopic-refresh-interval = 1h\n"
+                    "stats-interval = 300ms\nstats-exact-count-limit = 10\n")
         daemon = Daemon(ARGS.binary, ["run", "--config", conf, "--listen",
                                       "127.0.0.1:0", "--application-name", app],
                         name="sighup").start()
         daemon.wait_ready()
         insert_headless(schema, tid, 50)
+
+        def kept_stats():
+            return (daemon.metric("compaction_headless_rows", topic="kept"),
+                    daemon.metric("compaction_headless_rows_estimated",
+                                  topic="kept"))
+        # 50 rows over a limit of 10: an estimate, never below limit + 1.
+        wait_for(lambda: kept_stats()[1] == 1, 10, "estimate above the limit")
+        check(kept_stats()[0] >= 11, f"estimate below the limit: {kept_stats()}")
         with open(conf, "w") as f:
             f.write(f"schema = {schema}\nmin-interval = 1s\nmax-interval = 1s\n"
-                    "log-level = debug\ntopic-refresh-interval = 1h\n")
+                    "log-level = debug\ntopic-refresh-interval = 1h\n"
+                    "stats-interval = 300ms\nstats-exact-count-limit = 1000\n")
         r = run_cli(ARGS.binary, ["topic", "register", "late", "--schema",
                                   schema, "--headless-ttl", "1s"])
         check(r.returncode == 0, r.stderr)
@@ -507,8 +520,11 @@ def test_sighup():
                  "interval re-timed")
         wait_for(lambda: headless_count(schema, tid) == 0, 5,
                  "rows swept on the new interval")
-        wait_for(lambda: daemon.metric("compaction_topics") == 2, 5,
+        wait_for(lambda: daemon.metric("compaction_topics") == 3, 5,
                  "new topic picked up")
+        # The new limit applies from the next refresh: an exact count.
+        wait_for(lambda: kept_stats() == (50, 0), 5,
+                 f"exact count after reload: {kept_stats()}")
         wait_for(lambda: headless_count(schema, late) == 0, 5,
                  "new topic swept")
         wait_for(lambda: "level=debug" in daemon.log_text(), 5,
@@ -654,6 +670,10 @@ def test_invalid_config():
             (["--statement-timeout", "30d", "--claim-ttl", "40d"],
              "statement-timeout"),
             (["--stats-timeout", "30d"], "stats-timeout"),
+            (["--stats-exact-count-limit", "0"], "stats-exact-count-limit"),
+            (["--stats-exact-count-limit", "9223372036854775807"],
+             "stats-exact-count-limit"),
+            (["--stats-exact-count-limit", "1e4"], "stats-exact-count-limit"),
             (["--batch-pause", "2m"], "batch-pause"),
             (["--batch-pause", "soon"], "batch-pause"),
             (["--batch-pause", "30s", "--claim-ttl", "30s"], "batch-pause"),
@@ -848,6 +868,19 @@ def test_cli():
         check(r.returncode == 0 and names == ["bad", "good"], r.stdout)
         r = run_cli(ARGS.binary, ["stats", *common])
         check(r.returncode == 0 and "good" in r.stdout, r.stdout + r.stderr)
+        # Over stats-exact-count-limit the count is an estimate, marked "~".
+        insert_headless(schema, good, 5, age_sql="interval '0'")
+        r = run_cli(ARGS.binary, ["stats", "--json", *common])
+        good_stats = [t for t in json.loads(r.stdout) if t["topic"] == "good"]
+        check(good_stats[0]["headless_rows"] == 5
+              and not good_stats[0]["headless_rows_estimated"], r.stdout)
+        limited = common + ["--stats-exact-count-limit", "2"]
+        r = run_cli(ARGS.binary, ["stats", "--json", *limited])
+        good_stats = [t for t in json.loads(r.stdout) if t["topic"] == "good"]
+        check(good_stats[0]["headless_rows"] >= 3
+              and good_stats[0]["headless_rows_estimated"], r.stdout)
+        r = run_cli(ARGS.binary, ["stats", *limited])
+        check(r.returncode == 0 and " ~" in r.stdout, r.stdout + r.stderr)
         r = run_cli(ARGS.binary, ["topic", "register", "Bad Name!", *common])
         check(r.returncode == 2, f"invalid topic name: exit {r.returncode}")
         env = dict(os.environ, PGPORT="1", PGHOST="127.0.0.1")
