@@ -68,6 +68,11 @@ class TxState {
   explicit TxState(PGconn* borrowed) : session_{borrowed, nullptr} {}
 
   pg::Session session() const { return session_; }
+  // The session for one library operation in this transaction; refused
+  // with InvalidArgument, before anything is sent, when the transaction is
+  // finished or a borrowed connection was put into pipeline mode (where
+  // the library's synchronous statements cannot run).
+  pg::Session SessionFor(const char* operation) const;
   bool borrowed() const { return !lease_.has_value(); }
   bool finished() const { return finished_; }
   void MarkFinished() {

@@ -146,8 +146,7 @@ std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
   if (options.lock_timeout) {
     ValidateServerTimeout(kOp, "lock_timeout", *options.lock_timeout);
   }
-  if (tx.state().finished()) throw InvalidArgument(kOp, "transaction already finished");
-  const pg::Session s = tx.state().session();
+  const pg::Session s = tx.state().SessionFor(kOp);
   // Resolved through the caller's transaction, never the cache, so the whole
   // operation sees one database transaction.
   const TopicInfo info = ResolveTopic(core, s, kOp, topic);

@@ -95,8 +95,7 @@ ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const TopicInfo& topic,
                           const Outgoing& message,
                           const ProduceOptions& options) {
   ValidateProduce(options);
-  if (tx.state().finished()) throw InvalidArgument(kOp, "transaction already finished");
-  return Run(core, tx.state().session(), topic, message, options);
+  return Run(core, tx.state().SessionFor(kOp), topic, message, options);
 }
 
 }  // namespace compaction::detail

@@ -43,6 +43,18 @@ Tx Tx::Borrow(pg_conn* connection) {
 bool Tx::borrowed() const { return state().borrowed(); }
 pg_conn* Tx::native_handle() const { return state().session().conn; }
 
+namespace detail {
+
+pg::Session TxState::SessionFor(const char* operation) const {
+  if (finished_) throw InvalidArgument(operation, "transaction already finished");
+  if (PQpipelineStatus(session_.conn) != PQ_PIPELINE_OFF) {
+    throw InvalidArgument(operation, "the connection is in pipeline mode");
+  }
+  return session_;
+}
+
+}  // namespace detail
+
 detail::TxState& Tx::state() const {
   if (!state_) throw InvalidArgument("Tx", "transaction was moved from");
   return *state_;

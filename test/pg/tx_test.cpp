@@ -63,6 +63,30 @@ TEST_CASE("only a connection idle inside a transaction can be borrowed") {
   CHECK_THROWS_AS(Tx::Borrow(conn.get()), compaction::InvalidArgument);
 }
 
+// The lock sends its statements in a pipeline of its own; a caller's
+// pipeline on the same connection is refused with a typed error, before
+// anything is sent, and the transaction stays usable once it ends.
+TEST_CASE("a borrowed connection in pipeline mode is refused, not corrupted") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("piped");
+  topic.Register();
+  testing::RawConn mine;
+  mine.Query("BEGIN");
+  REQUIRE(PQenterPipelineMode(mine.get()) == 1);
+  CHECK_THROWS_WITH(Tx::Borrow(mine.get()), Catch::Contains("pipeline mode"));
+  REQUIRE(PQexitPipelineMode(mine.get()) == 1);
+  Tx tx = Tx::Borrow(mine.get());
+  REQUIRE(PQenterPipelineMode(mine.get()) == 1);  // after Borrow
+  CHECK_THROWS_AS(topic.Key("k").LockCompactionHead(tx), compaction::InvalidArgument);
+  CHECK_THROWS_WITH(topic.RegisterProducer().ProduceInTx(tx, Counter{1}, {"k", CompactionOptions{}}),
+                    Catch::Contains("pipeline mode"));
+  REQUIRE(PQexitPipelineMode(mine.get()) == 1);
+  CHECK(PQtransactionStatus(mine.get()) == PQTRANS_INTRANS);  // nothing sent
+  CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());
+  mine.Query("COMMIT");
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("piped")) == 1);
+}
+
 TEST_CASE("committing a transaction that failed reports the rollback") {
   LiveDb db;
   Tx tx = db.client().Begin();

@@ -151,12 +151,13 @@ bool LeavePipeline(PGconn* conn) {
 
 std::vector<Result> ExecPipelined(Session session, const char* operation,
                                   const std::vector<Statement>& statements) {
-  const std::vector<std::string> names =
-      PrepareAll(session, operation, statements);
   if (PQpipelineStatus(session.conn) != PQ_PIPELINE_OFF) {
-    // A borrowed connection already in the caller's own pipeline.
+    // A borrowed connection put into the caller's own pipeline after
+    // Tx::Borrow; preparing (a synchronous call) would fail there too.
     throw InvalidArgument(operation, "the connection is in pipeline mode");
   }
+  const std::vector<std::string> names =
+      PrepareAll(session, operation, statements);
   if (PQenterPipelineMode(session.conn) != 1) {
     ThrowError(operation, session.conn, nullptr);
   }
