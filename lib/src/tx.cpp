@@ -68,7 +68,15 @@ void Tx::Commit() {
   }
   if (state_->finished()) throw InvalidArgument(kOp, "transaction already finished");
   PGconn* conn = state_->session().conn;
-  pg::Result r(PQexec(conn, "COMMIT"));
+  pg::Result r;
+  try {
+    r = pg::ExecUnchecked(state_->session(), kOp, "COMMIT");
+  } catch (...) {
+    // Preparing failed, so COMMIT was never sent: the transaction did not
+    // commit and is gone with the connection.
+    state_->MarkFinished();
+    throw;
+  }
   const bool ok = r && PQresultStatus(r.get()) == PGRES_COMMAND_OK;
   // An aborted transaction answers COMMIT with the tag ROLLBACK.
   const bool rolled_back = ok && std::string_view(PQcmdStatus(r.get())) == "ROLLBACK";
@@ -105,7 +113,10 @@ namespace detail {
 
 Tx BeginTx(ClientCore& core) {
   pg::Pool::Lease lease = core.pool().Acquire("Begin");
-  pg::ExecScript((*lease).get(), "Begin", "BEGIN");
+  // Prepared like every statement of the library (COMMIT too): the
+  // extended protocol skips the parse that a simple query repeats on every
+  // call, as pgbench -M prepared does (test/bench/RESULTS.md).
+  pg::Exec((*lease).session(), "Begin", "BEGIN");
   return Tx(std::make_unique<TxState>(core.shared_from_this(), std::move(lease)));
 }
 

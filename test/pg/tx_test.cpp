@@ -94,6 +94,19 @@ TEST_CASE("committing a transaction that failed reports the rollback") {
   CHECK_THROWS_AS(tx.Commit(), compaction::DatabaseError);
   // The connection went back to the pool clean.
   CHECK_NOTHROW(db.client().InTransaction([](Tx&) {}));
+  // COMMIT is a prepared statement, prepared on a connection's first
+  // commit: here inside the aborted transaction, which the server allows
+  // for a transaction's end and answers with the tag ROLLBACK.
+  compaction::Client fresh = db.NewClient(1);
+  Tx first = fresh.Begin();
+  PQclear(PQexec(first.native_handle(), "SELECT 1/0"));
+  try {
+    first.Commit();
+    FAIL("an aborted transaction committed");
+  } catch (const compaction::DatabaseError& e) {
+    CHECK(e.sqlstate() == "25P02");
+  }
+  CHECK_NOTHROW(fresh.InTransaction([](Tx&) {}));
 }
 
 TEST_CASE("an owned transaction keeps its client's pool alive") {

@@ -50,8 +50,8 @@ const std::string& PreparedCache::Prepare(PGconn* conn, const char* operation,
   return names_.emplace(sql, std::move(name)).first->second;
 }
 
-Result Exec(Session session, const char* operation, const std::string& sql,
-            const Params& params) {
+Result ExecUnchecked(Session session, const char* operation,
+                     const std::string& sql, const Params& params) {
   const std::vector<const char*> values = params.Pointers();
   Result result;
   if (session.cache != nullptr) {
@@ -63,6 +63,12 @@ Result Exec(Session session, const char* operation, const std::string& sql,
     result.reset(PQexecParams(session.conn, sql.c_str(), params.size(),
                               nullptr, values.data(), nullptr, nullptr, 0));
   }
+  return result;
+}
+
+Result Exec(Session session, const char* operation, const std::string& sql,
+            const Params& params) {
+  Result result = ExecUnchecked(session, operation, sql, params);
   if (!Succeeded(result.get())) ThrowError(operation, session.conn, result.get());
   return result;
 }

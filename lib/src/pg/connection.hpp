@@ -84,6 +84,11 @@ struct Session {
 // returned rows or completed.
 Result Exec(Session session, const char* operation, const std::string& sql,
             const Params& params = {});
+// The same, but returns whatever result came back (null when libpq could
+// not send it) for the caller to judge; throws only when preparing failed,
+// and then the statement was never sent.
+Result ExecUnchecked(Session session, const char* operation,
+                     const std::string& sql, const Params& params = {});
 // One statement of a pipeline.
 struct Statement {
   std::string sql;
