@@ -159,7 +159,8 @@ void EstimateOverLimit(const char* operation, ClientCore& core,
   std::string ids;
   for (const TopicOverview& t : topics) {
     if (!t.stats.headless_rows_estimated) continue;
-    ids += (ids.empty() ? "{" : ",") + std::to_string(t.info.id);
+    ids += ids.empty() ? '{' : ',';
+    ids += std::to_string(t.info.id);
   }
   if (ids.empty()) return;
   pg::Result r =
