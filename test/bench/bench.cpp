@@ -580,6 +580,7 @@ Cell Bench::RunPgbench(const std::string& w, int threads) {
       double lat;
       while (in >> client >> txno >> lat >> script_no >> epoch >> us) cell.lat_us.push_back(lat);
     }
+    fs::remove_all(logdir);  // per-transaction logs are large; the cell keeps the latencies
   });
 }
 
