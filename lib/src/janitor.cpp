@@ -3,7 +3,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -77,6 +80,10 @@ void ValidateSweep(const std::string& topic, const SweepOptions& o) {
                                    " ms, got " +
                                    std::to_string(o.batch_pause.count()));
   }
+  if (!(o.duty_cycle > 0.0 && o.duty_cycle <= 1.0)) {
+    throw InvalidArgument(kOp, "duty_cycle must be in (0, 1], got " +
+                                   std::to_string(o.duty_cycle));
+  }
   if (o.batch_pause.count() > 0 && o.batch_pause >= o.claim_ttl) {
     throw InvalidArgument(
         kOp, "batch_pause (" + std::to_string(o.batch_pause.count()) +
@@ -87,6 +94,29 @@ void ValidateSweep(const std::string& topic, const SweepOptions& o) {
 
 std::int64_t Millis(std::chrono::milliseconds d) {
   return static_cast<std::int64_t>(d.count());
+}
+
+// claim_ttl + extra, saturating: claim_ttl itself has no upper bound.
+std::chrono::milliseconds ClaimCovering(std::chrono::milliseconds claim_ttl,
+                                        std::chrono::milliseconds extra) {
+  return claim_ttl > std::chrono::milliseconds::max() - extra
+             ? claim_ttl
+             : claim_ttl + extra;
+}
+
+// The pause after a full batch that took `busy`: batch_pause, or longer
+// when duty_cycle limits the sweep's share of time spent in batches.
+std::chrono::milliseconds PauseAfter(const SweepOptions& o,
+                                     std::chrono::steady_clock::duration busy) {
+  if (o.duty_cycle >= 1.0) return o.batch_pause;
+  const double idle_ms =
+      std::chrono::duration<double, std::milli>(busy).count() *
+      (1.0 - o.duty_cycle) / o.duty_cycle;
+  const double cap_ms =
+      static_cast<double>(std::min(kMaxBatchPause, o.claim_ttl).count());
+  const std::chrono::milliseconds idle(
+      std::llround(std::min(idle_ms, cap_ms)));
+  return std::max(idle, o.batch_pause);
 }
 
 // Takes the topic's claim unless another owner holds a live one. Returns
@@ -253,13 +283,11 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
   detail::ClientCore& core = *core_;
   const std::string owner =
       options.owner.empty() ? DefaultOwner() : options.owner;
-  // Each claim (and renewal) covers the batch and the pause after it, so
-  // pacing cannot make a live sweep's claim lapse between two renewals.
-  // (Saturating: claim_ttl itself has no upper bound.)
+  // Each claim (and renewal) covers the batch and the batch_pause after it,
+  // so pacing cannot make a live sweep's claim lapse between two renewals;
+  // a longer duty_cycle pause renews the claim again before it starts.
   const std::chrono::milliseconds claim_for =
-      options.claim_ttl > std::chrono::milliseconds::max() - options.batch_pause
-          ? options.claim_ttl
-          : options.claim_ttl + options.batch_pause;
+      ClaimCovering(options.claim_ttl, options.batch_pause);
   pg::Pool::Lease lease = core.pool().Acquire(kOp);
   const pg::Session s = (*lease).session();
   SweepResult result;
@@ -293,6 +321,7 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
         result.stopped_at_limit = true;
         break;
       }
+      const auto batch_started = std::chrono::steady_clock::now();
       // Claim() just set the first lease.
       if (result.batches > 0 &&
           !RenewClaim(core, s, *topic_id, owner, claim_for)) {
@@ -306,9 +335,16 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
       if (deleted < options.batch_size) break;  // short batch: caught up
       // Pacing; none after the last batch the limit allows: the caller
       // gets its result (and the scheduler paces the continuation).
-      if (options.batch_pause.count() > 0 &&
-          result.batches < options.max_batches &&
-          !flight.Pause(options.batch_pause)) {
+      if (result.batches == options.max_batches) continue;
+      const std::chrono::milliseconds pause =
+          PauseAfter(options, std::chrono::steady_clock::now() - batch_started);
+      if (pause > options.batch_pause &&
+          !RenewClaim(core, s, *topic_id, owner,
+                      ClaimCovering(options.claim_ttl, pause))) {
+        result.lost_claim = true;
+        break;
+      }
+      if (pause.count() > 0 && !flight.Pause(pause)) {
         result.cancelled = true;
         break;
       }

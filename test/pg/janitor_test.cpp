@@ -4,6 +4,7 @@
 // for the waiting backend, never by sleeping.
 #include <array>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <future>
 #include <iostream>
 #include <mutex>
@@ -526,6 +527,13 @@ TEST_CASE("bad sweep input is a typed error before any write") {
                           Catch::Contains("claim_ttl"));
     CHECK_THROWS_AS(janitor.SweepHeadless("input", o), InvalidArgument);
   }
+  for (double bad : {0.0, -0.5, 1.01, std::nan("")}) {
+    SweepOptions o;
+    o.duty_cycle = bad;
+    CHECK_THROWS_WITH(janitor.SweepHeadless("input", o),
+                      Catch::Contains("duty_cycle"));
+    CHECK_THROWS_AS(janitor.SweepHeadless("input", o), InvalidArgument);
+  }
   CHECK_THROWS_AS(janitor.SweepHeadless("Not A Name"), InvalidArgument);
   CHECK_THROWS_AS(janitor.SweepHeadless(""), InvalidArgument);
   CHECK_THROWS_AS(janitor.SweepHeadless("missing"), compaction::TopicNotFound);
@@ -612,6 +620,51 @@ TEST_CASE("a paced sweep pauses between full batches and deletes everything") {
   CHECK(r.batches == 1);
   CHECK(r.deleted == 1000);
   CHECK(r.stopped_at_limit);
+}
+
+TEST_CASE("a duty cycle pauses in proportion to how long the batch took") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("duty");
+  topic.Register();
+  const std::string table = db.HeadTable("duty");
+  InsertHeadless(db.raw(), table, "a-", 1500);
+  // Hold the first batch's DELETE for 400 ms: that batch then takes at
+  // least 400 ms, so a duty cycle of 0.2 owes a pause of at least 1.6 s.
+  DeleteGate gate(db, table);
+  gate.Close();
+  Janitor janitor(db.client());
+  SweepOptions options;
+  options.batch_size = 1000;
+  options.batch_pause = 10ms;
+  options.duty_cycle = 0.2;
+  auto sweep = std::async(std::launch::async,
+                          [&] { return janitor.SweepHeadless("duty", options); });
+  REQUIRE(testing::WaitForLockWait(db.raw(), kSweepMarker, db.schema()));
+  std::this_thread::sleep_for(400ms);
+  gate.Open();
+  const auto released = std::chrono::steady_clock::now();
+  REQUIRE(WaitForRows(db.raw(), table, 500));
+  // Early in the pause the claim is renewed to cover it (claim_ttl + pause);
+  // the renewal before the batch covered only claim_ttl + batch_pause.
+  const auto claim_left_ms = [&] {
+    return db.raw().Int("SELECT coalesce((extract(epoch FROM claimed_until - "
+                        "now()) * 1000)::bigint, 0) FROM " +
+                        db.QuotedSchema() + ".janitor_state");
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 1s;
+  while (claim_left_ms() <= 61'000 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(claim_left_ms() > 61'000);
+  const SweepResult r = sweep.get();
+  // A fixed 10 ms pause would have let the short second batch follow at once.
+  CHECK(Elapsed(released) >= 1600ms);
+  CHECK(r.batches == 2);
+  CHECK(r.deleted == 1500);
+  CHECK_FALSE(r.cancelled);
+  CHECK_FALSE(r.lost_claim);
+  CHECK(topic.Stats().janitor.last_error.empty());
 }
 
 TEST_CASE("Janitor::Cancel ends a batch pause at once") {

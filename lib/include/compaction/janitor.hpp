@@ -48,6 +48,14 @@ struct SweepOptions {
   // idle, outside any transaction (no locks, no snapshot), and Cancel() ends
   // the pause, and the sweep, at once.
   std::chrono::milliseconds batch_pause{0};
+  // Pacing by share of time, in (0, 1]: below 1, each full batch that took
+  // d is followed by a pause of d * (1 - duty_cycle) / duty_cycle when that
+  // is longer than batch_pause (at most 60 s and claim_ttl), so the sweep
+  // spends at most this share of its time in batches. A fixed pause cannot
+  // do that: when a busy server makes each batch slow, the same pause leaves
+  // the sweep a larger share. 1 (the default) adds nothing to batch_pause.
+  // The claim is renewed to cover such a pause before it starts.
+  double duty_cycle = 1.0;
   // Names this process in janitor_state.claimed_by; empty = host:pid:n,
   // unique per sweep.
   // Two sweeps with the same owner do not exclude each other.
