@@ -19,6 +19,13 @@ namespace {
 
 constexpr const char* kEnvPrefix = "COMPACTIOND_";
 
+// Shortest form that reads back the same: 0.1, 0.5, 1.
+std::string FormatNumber(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
 // The settings table: name, default rendered as text, help. Values are read
 // as strings and converted below so every error names its key the same way,
 // whichever source it came from.
@@ -42,6 +49,7 @@ const std::vector<KeySpec>& Keys() {
       {"statement-timeout", "server-side bound of one batch statement"},
       {"claim-ttl", "lifetime of a sweep's claim on its topic"},
       {"batch-pause", "pause after each full batch, 0..1m (0: none)"},
+      {"duty-cycle", "largest share of a sweep's time spent in batches, (0, 1]"},
       {"owner", "name of this replica in janitor_state (empty: host:pid)"},
       {"stats-interval", "period of the statistics refresh"},
       {"stats-timeout", "statement timeout of the statistics queries"},
@@ -71,6 +79,7 @@ std::map<std::string, std::string> DefaultTexts() {
       {"statement-timeout", FormatDuration(d.statement_timeout)},
       {"claim-ttl", FormatDuration(d.claim_ttl)},
       {"batch-pause", FormatDuration(d.batch_pause)},
+      {"duty-cycle", FormatNumber(d.duty_cycle)},
       {"owner", d.owner},
       {"stats-interval", FormatDuration(d.stats_interval)},
       {"stats-timeout", FormatDuration(d.stats_timeout)},
@@ -211,7 +220,7 @@ Millis ToServerTimeout(const std::string& key, const std::string& v) {
   return d;
 }
 
-double ToFraction(const std::string& key, const std::string& v) {
+double ToNumber(const std::string& key, const std::string& v) {
   size_t used = 0;
   double x = 0;
   try {
@@ -220,7 +229,21 @@ double ToFraction(const std::string& key, const std::string& v) {
     Invalid(key, v, "expected a number");
   }
   if (used != v.size()) Invalid(key, v, "expected a number");
+  return x;
+}
+
+double ToFraction(const std::string& key, const std::string& v) {
+  const double x = ToNumber(key, v);
   if (!(x >= 0.0 && x <= 0.5)) Invalid(key, v, "must be between 0 and 0.5");
+  return x;
+}
+
+// The library's SweepOptions::duty_cycle: (0, 1], 1 adds no pause.
+double ToDutyCycle(const std::string& key, const std::string& v) {
+  const double x = ToNumber(key, v);
+  if (!(x > 0.0 && x <= 1.0)) {
+    Invalid(key, v, "must be above 0 and at most 1");
+  }
   return x;
 }
 
@@ -269,6 +292,8 @@ void Apply(Settings& s, const std::string& key, const std::string& v) {
     s.claim_ttl = ToDuration(key, v);
   } else if (key == "batch-pause") {
     s.batch_pause = ToPause(key, v);
+  } else if (key == "duty-cycle") {
+    s.duty_cycle = ToDutyCycle(key, v);
   } else if (key == "owner") {
     s.owner = v;
   } else if (key == "stats-interval") {
@@ -464,14 +489,13 @@ std::string RenderConfig(const Invocation& inv) {
   effective["application-name"] = s.application_name;
   effective["min-interval"] = FormatDuration(s.min_interval);
   effective["max-interval"] = FormatDuration(s.max_interval);
-  std::ostringstream jitter;
-  jitter << s.jitter;
-  effective["jitter"] = jitter.str();
+  effective["jitter"] = FormatNumber(s.jitter);
   effective["batch-size"] = std::to_string(s.batch_size);
   effective["max-batches"] = std::to_string(s.max_batches);
   effective["statement-timeout"] = FormatDuration(s.statement_timeout);
   effective["claim-ttl"] = FormatDuration(s.claim_ttl);
   effective["batch-pause"] = FormatDuration(s.batch_pause);
+  effective["duty-cycle"] = FormatNumber(s.duty_cycle);
   effective["owner"] = s.owner;
   effective["stats-interval"] = FormatDuration(s.stats_interval);
   effective["stats-timeout"] = FormatDuration(s.stats_timeout);

@@ -52,6 +52,11 @@ struct Settings {
   // batch takes ~33 ms and the pause changes little (test/bench/RESULTS.md,
   // Janitor: locker p99 during a sweep 1.01-1.24x, paced or not).
   Millis batch_pause{std::chrono::milliseconds(10)};
+  // Largest share of a sweep's time spent in batches (the library's
+  // SweepOptions::duty_cycle): after a batch that took d the sweep pauses at
+  // least d * (1 - duty_cycle) / duty_cycle. Unlike batch_pause this holds
+  // when a saturated server makes every batch slow.
+  double duty_cycle = 0.5;
   std::string owner;  // empty: host:pid
   Millis stats_interval{std::chrono::seconds(15)};
   Millis stats_timeout{std::chrono::seconds(5)};

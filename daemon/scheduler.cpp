@@ -28,6 +28,7 @@ ScheduleSettings ScheduleSettings::From(const Settings& s) {
   out.sweep.statement_timeout = s.statement_timeout;
   out.sweep.claim_ttl = s.claim_ttl;
   out.sweep.batch_pause = s.batch_pause;
+  out.sweep.duty_cycle = s.duty_cycle;
   out.sweep.owner = s.owner;
   return out;
 }

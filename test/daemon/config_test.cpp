@@ -152,6 +152,37 @@ TEST_CASE("batch-pause: default, every source, bounds, and the sweep options") {
   CHECK_THAT(error_of({}), Catch::Contains("'batch-pause'"));
 }
 
+TEST_CASE("duty-cycle: default, sources, bounds, and the sweep options") {
+  Invocation def = ParseInvocation({});
+  CHECK(def.settings.duty_cycle == 0.5);
+  CHECK(RenderConfig(def).find("duty-cycle = 0.5  # default") !=
+        std::string::npos);
+  Invocation flag = ParseInvocation({"--duty-cycle", "0.25"});
+  CHECK(flag.settings.duty_cycle == 0.25);
+  CHECK(flag.sources.at("duty-cycle") == Source::kFlag);
+  CHECK(RenderConfig(flag).find("duty-cycle = 0.25  # flag") !=
+        std::string::npos);
+  CHECK(ParseInvocation({"--duty-cycle", "1"}).settings.duty_cycle == 1.0);
+  {
+    ScopedEnv env("COMPACTIOND_DUTY_CYCLE", "0.1");
+    CHECK(ParseInvocation({}).settings.duty_cycle == 0.1);
+  }
+  std::string file = WriteFile("duty-cycle = 0.75\n");
+  CHECK(ParseInvocation({"--config", file}).settings.duty_cycle == 0.75);
+  std::remove(file.c_str());
+  CHECK(ScheduleSettings::From(flag.settings).sweep.duty_cycle == 0.25);
+
+  for (const char* bad : {"0", "-0.5", "1.5", "half", "0.5x", "nan", ""}) {
+    INFO(bad);
+    try {
+      ParseInvocation({"--duty-cycle", bad});
+      FAIL("accepted");
+    } catch (const ConfigError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("'duty-cycle'"));
+    }
+  }
+}
+
 TEST_CASE("stats-exact-count-limit: default, sources, bounds") {
   Invocation def = ParseInvocation({});
   CHECK(def.settings.stats_exact_count_limit == 10000);

@@ -677,6 +677,8 @@ def test_invalid_config():
             (["--batch-pause", "2m"], "batch-pause"),
             (["--batch-pause", "soon"], "batch-pause"),
             (["--batch-pause", "30s", "--claim-ttl", "30s"], "batch-pause"),
+            (["--duty-cycle", "0"], "duty-cycle"),
+            (["--duty-cycle", "1.5"], "duty-cycle"),
             (["--min-interval", "9999999999d" * 11], "min-interval"),  # sum overflows
             (["topic", "register", "x", "--headless-ttl", "soon"],
              "headless-ttl"),
