@@ -888,21 +888,37 @@ void Bench::JanitorSection() {
                         " threads, LockCompactionHead + ProduceInTx + commit on " + std::to_string(o_.keys) +
                         " live (materialized) keys of the same topic, " + Fmt(o_.duration, 1) +
                         " s per phase, phases alternating; during a sweep phase SweepHeadless(batch 1000) runs "
-                        "in a loop on the same table, unpaced (batch_pause 0, the library default) or paced "
-                        "(batch_pause 10 ms, compactiond's default). Before every phase the table is topped "
+                        "in a loop on the same table, unpaced (batch_pause 0, the library default), paced by a "
+                        "fixed batch_pause of 10 ms, or by a duty_cycle on top of it (the pause after each batch at "
+                        "least its duration x (1 - duty_cycle) / duty_cycle). Before every phase the table is topped "
                         "up to " + std::to_string(n) + " expired headless rows and vacuumed:");
   janitor_md_.push_back("");
   janitor_md_.push_back("| phase | tx/s | p50 us | p99 us | p99 vs the no-sweep phase before | rows swept during phase |");
   janitor_md_.push_back("|---|---|---|---|---|---|");
-  const std::vector<std::chrono::milliseconds> kPhases = {
-      std::chrono::milliseconds(-1), std::chrono::milliseconds(0),  std::chrono::milliseconds(-1),
-      std::chrono::milliseconds(10), std::chrono::milliseconds(-1), std::chrono::milliseconds(10),
-      std::chrono::milliseconds(-1), std::chrono::milliseconds(0)};
+  // Each sweep phase follows a no-sweep phase, its baseline; the cycle runs
+  // twice, since p99 moves between phases on a shared machine.
+  struct Phase {
+    bool sweep;
+    std::chrono::milliseconds pause;
+    double duty_cycle;
+  };
+  const Phase kNone{false, {}, 1.0};
+  const std::vector<Phase> kCycle = {{true, std::chrono::milliseconds(0), 1.0},
+                                     {true, std::chrono::milliseconds(10), 1.0},
+                                     {true, std::chrono::milliseconds(10), 0.5},
+                                     {true, std::chrono::milliseconds(10), 0.1}};
+  std::vector<Phase> phases;
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    for (const Phase& p : kCycle) {
+      phases.push_back(kNone);
+      phases.push_back(p);
+    }
+  }
   double base_p99 = 0;
+  std::map<std::string, std::pair<std::vector<std::string>, double>> ratios_by_kind;
   long next_key = n + 1;
   std::int64_t to_refill = 0;
-  for (const auto pause : kPhases) {
-    const bool sweep = pause.count() >= 0;
+  for (const Phase& phase : phases) {
     if (to_refill > 0) InsertHeadless(topic, next_key, to_refill, true);
     next_key += to_refill;
     to_refill = 0;
@@ -910,13 +926,14 @@ void Bench::JanitorSection() {
     std::atomic<bool> done{false};
     std::atomic<std::int64_t> swept{0};
     std::thread sweeper;
-    if (sweep) {
-      sweeper = std::thread([&, pause] {
+    if (phase.sweep) {
+      sweeper = std::thread([&] {
         compaction::Janitor janitor(client);
         compaction::SweepOptions so;
         so.batch_size = 1000;
         so.max_batches = 20;  // short sweeps, so `done` is seen promptly
-        so.batch_pause = pause;
+        so.batch_pause = phase.pause;
+        so.duty_cycle = phase.duty_cycle;
         while (!done) {
           auto r = janitor.SweepHeadless(topic, so);
           swept += r.deleted;
@@ -929,14 +946,30 @@ void Bench::JanitorSection() {
     if (sweeper.joinable()) sweeper.join();
     to_refill = swept.load();
     const Dist d = Percentiles(cell.lat_us);
-    const std::string name = !sweep ? "no sweep"
-                             : pause.count() == 0
-                                 ? "sweep, unpaced"
-                                 : "sweep, batch_pause " + std::to_string(pause.count()) + " ms";
+    std::string name = "no sweep";
+    if (phase.sweep) {
+      name = phase.pause.count() == 0 ? "sweep, unpaced"
+                                      : "sweep, batch_pause " + std::to_string(phase.pause.count()) + " ms";
+      if (phase.duty_cycle < 1.0) name += ", duty_cycle " + Fmt(phase.duty_cycle, 1);
+    }
     janitor_md_.push_back("| " + name + " | " + Fmt(cell.tx / cell.seconds) + " | " + Fmt(d.p50) + " | " +
-                          Fmt(d.p99) + " | " + (sweep && base_p99 > 0 ? Fmt(d.p99 / base_p99, 2) : "-") +
+                          Fmt(d.p99) + " | " + (phase.sweep && base_p99 > 0 ? Fmt(d.p99 / base_p99, 2) : "-") +
                           " | " + std::to_string(swept.load()) + " |");
-    if (!sweep) base_p99 = d.p99;  // each sweep phase is compared to the phase before it
+    if (!phase.sweep) base_p99 = d.p99;  // each sweep phase is compared to the phase before it
+    if (phase.sweep && base_p99 > 0) {
+      auto& r = ratios_by_kind[name];
+      r.first.push_back(Fmt(d.p99 / base_p99, 2));
+      r.second += swept.load();
+    }
+  }
+  janitor_md_.push_back("");
+  janitor_md_.push_back("| sweep phase | p99 vs the no-sweep phase before, each cycle | rows swept per second |");
+  janitor_md_.push_back("|---|---|---|");
+  for (const auto& [name, r] : ratios_by_kind) {
+    std::string joined;
+    for (const auto& x : r.first) joined += (joined.empty() ? "" : " / ") + x;
+    janitor_md_.push_back("| " + name + " | " + joined + " | " +
+                          Fmt(r.second / (o_.duration * r.first.size())) + " |");
   }
 }
 
