@@ -49,8 +49,8 @@ struct Settings {
   // between batches leaves the sweep about a third of one core and of its
   // WAL rate, still tens of thousands of rows/s per topic, far above the
   // rate at which lockers leave headless rows behind. Under full load a
-  // batch takes ~33 ms and the pause changes little (test/bench/RESULTS.md,
-  // Janitor: locker p99 during a sweep 1.01-1.24x, paced or not).
+  // batch takes ~30 ms and a fixed pause changes little; duty_cycle below
+  // scales the pause with the batch (test/bench/RESULTS.md, Janitor).
   Millis batch_pause{std::chrono::milliseconds(10)};
   // Largest share of a sweep's time spent in batches (the library's
   // SweepOptions::duty_cycle): after a batch that took d the sweep pauses at
