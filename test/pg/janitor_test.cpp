@@ -83,16 +83,24 @@ class DeleteGate {
   RawConn holder_;
 };
 
+// Polls `done` every 5 ms until it holds; false after `timeout`.
+template <typename Predicate>
+bool WaitUntil(Predicate done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 // Polls until `table` holds exactly `rows` rows: how a test sees that a
 // sweep's batch has committed. False after `timeout`.
 bool WaitForRows(RawConn& raw, const std::string& table, std::int64_t rows,
                  std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (raw.Int("SELECT count(*) FROM " + table) == rows) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
+  return WaitUntil(
+      [&] { return raw.Int("SELECT count(*) FROM " + table) == rows; },
+      timeout);
 }
 
 std::chrono::steady_clock::duration Elapsed(
@@ -651,12 +659,7 @@ TEST_CASE("a duty cycle pauses in proportion to how long the batch took") {
                         "now()) * 1000)::bigint, 0) FROM " +
                         db.QuotedSchema() + ".janitor_state");
   };
-  const auto deadline = std::chrono::steady_clock::now() + 1s;
-  while (claim_left_ms() <= 61'000 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
-  CHECK(claim_left_ms() > 61'000);
+  CHECK(WaitUntil([&] { return claim_left_ms() > 61'000; }, 1s));
   const SweepResult r = sweep.get();
   // A fixed 10 ms pause would have let the short second batch follow at once.
   CHECK(Elapsed(released) >= 1600ms);
