@@ -41,15 +41,15 @@ std::string InsertHeadlessSql(const ClientCore& core, std::int64_t id) {
   return "/* compaction:LockCompactionHead:insert */ INSERT INTO " +
          core.HeadTable(id) +
          " (message_key, created_at, updated_at, idle_since) VALUES ($1, "
-         "statement_timestamp(), statement_timestamp(), statement_timestamp()) "
+         "pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp()) "
          "ON CONFLICT ON CONSTRAINT " +
          core.HeadPkey(id) + " DO NOTHING RETURNING message_key";
 }
 
 std::string RefreshHeadlessSql(const ClientCore& core, std::int64_t id) {
   return "UPDATE " + core.HeadTable(id) +
-         " SET updated_at = statement_timestamp(), idle_since = "
-         "statement_timestamp() WHERE message_key = $1 AND head_id IS NULL";
+         " SET updated_at = pg_catalog.statement_timestamp(), idle_since = "
+         "pg_catalog.statement_timestamp() WHERE message_key = $1 AND head_id IS NULL";
 }
 
 // One pass of the loop. Returns true and fills `head` when the key row is
@@ -110,14 +110,14 @@ auto WithLockTimeout(pg::Session s, std::chrono::milliseconds timeout, F&& body)
   pg::Result old = pg::ExecScript(
       s.conn, kOp,
       "SAVEPOINT " + kSavepoint +
-          "; SELECT current_setting('lock_timeout'), "
-          "set_config('lock_timeout', '" +
+          "; SELECT pg_catalog.current_setting('lock_timeout'), "
+          "pg_catalog.set_config('lock_timeout', '" +
           std::to_string(timeout.count()) + "ms', true)");
   const std::string previous(pg::Text(old.get(), 0, 0));
   try {
     auto result = body();
     pg::ExecScript(s.conn, kOp,
-                   "SELECT set_config('lock_timeout', " +
+                   "SELECT pg_catalog.set_config('lock_timeout', " +
                        pg::QuoteLiteral(s.conn, previous) +
                        ", true); RELEASE SAVEPOINT " + kSavepoint);
     return result;

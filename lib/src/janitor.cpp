@@ -71,9 +71,7 @@ void ValidateSweep(const std::string& topic, const SweepOptions& o) {
                                    std::to_string(o.max_batches));
   }
   detail::ValidateServerTimeout(kOp, "statement_timeout", o.statement_timeout);
-  if (o.claim_ttl.count() <= 0) {
-    throw InvalidArgument(kOp, "claim_ttl must be positive");
-  }
+  detail::ValidateTtl(kOp, "claim_ttl", o.claim_ttl);
   if (o.batch_pause.count() < 0 || o.batch_pause > kMaxBatchPause) {
     throw InvalidArgument(kOp, "batch_pause must be in 0.." +
                                    std::to_string(kMaxBatchPause.count()) +
@@ -119,6 +117,32 @@ std::chrono::milliseconds PauseAfter(const SweepOptions& o,
   return std::max(idle, o.batch_pause);
 }
 
+// What a skipped sweep reports as the holder when no claim is live but a
+// transaction holds the topic's janitor_state row.
+constexpr const char* kStateRowLocked =
+    "(another transaction holds the janitor_state row)";
+
+// "N milliseconds", for a $n::interval parameter (exact types: see
+// IntervalText's uses; no bigint * interval, which resolves through an
+// implicit cast that any role could shadow with an exact operator).
+std::string IntervalText(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " milliseconds";
+}
+
+// An UPDATE of the topic's janitor_state row ($1 = topic id) that never
+// waits: a row another transaction holds locked (any role that can read the
+// table can lock it) is skipped, so the sweep reports itself skipped, a
+// claim renewal counts as lost and a record is dropped (the claim then
+// lapses by its TTL) instead of hanging until a timeout.
+std::string StateUpdate(const detail::ClientCore& core, const std::string& set,
+                        const std::string& condition) {
+  const std::string table = core.schema() + ".janitor_state";
+  return "WITH target AS (SELECT topic_id FROM " + table +
+         " WHERE topic_id = $1 FOR UPDATE SKIP LOCKED) UPDATE " + table +
+         " AS j SET " + set + " FROM target WHERE j.topic_id = target.topic_id"
+         " AND " + condition + " RETURNING j.topic_id";
+}
+
 // Takes the topic's claim unless another owner holds a live one. Returns
 // the topic id, or nullopt with `holder` set when skipped. Runs outside any
 // transaction, so the janitor_state row is locked only for this statement
@@ -131,22 +155,24 @@ std::optional<std::int64_t> Claim(detail::ClientCore& core, pg::Session s,
   const TopicInfo info = detail::ResolveTopic(core, s, kOp, topic);
   pg::Result r = pg::Exec(
       s, kOp,
-      "UPDATE " + core.schema() +
-          ".janitor_state SET claimed_by = $2, "
-          "claimed_until = now() + $3 * interval '1 millisecond', "
-          "last_sweep_started_at = now() WHERE topic_id = $1 AND "
-          "(claimed_until IS NULL OR claimed_until < now() OR claimed_by = $2) "
-          "RETURNING topic_id",
-      pg::Params().Add(info.id).Add(owner).Add(Millis(ttl)));
+      StateUpdate(core,
+                  "claimed_by = $2, claimed_until = pg_catalog.now() + "
+                  "$3::interval, last_sweep_started_at = pg_catalog.now()",
+                  "(j.claimed_until IS NULL OR j.claimed_until < "
+                  "pg_catalog.now() OR j.claimed_by = $2::text)"),
+      pg::Params().Add(info.id).Add(owner).Add(IntervalText(ttl)));
   if (PQntuples(r.get()) == 1) return info.id;
-  pg::Result h = pg::Exec(s, kOp,
-                          "SELECT claimed_by FROM " + core.schema() +
-                              ".janitor_state WHERE topic_id = $1",
-                          pg::Params().Add(info.id));
+  pg::Result h = pg::Exec(
+      s, kOp,
+      "SELECT CASE WHEN claimed_until > pg_catalog.now() THEN claimed_by END "
+      "FROM " + core.schema() + ".janitor_state WHERE topic_id = $1",
+      pg::Params().Add(info.id));
   // The state row goes with the topic (ON DELETE CASCADE): no row means the
   // topic was destroyed after we resolved it.
   if (PQntuples(h.get()) == 0) throw TopicNotFound(kOp, topic);
-  holder = std::string(pg::Text(h.get(), 0, 0));
+  holder = pg::IsNull(h.get(), 0, 0)
+               ? std::string(kStateRowLocked)
+               : std::string(pg::Text(h.get(), 0, 0));
   return std::nullopt;
 }
 
@@ -156,13 +182,12 @@ std::optional<std::int64_t> Claim(detail::ClientCore& core, pg::Session s,
 // length of a batch.
 bool RenewClaim(detail::ClientCore& core, pg::Session s, std::int64_t topic_id,
                 const std::string& owner, std::chrono::milliseconds ttl) {
-  pg::Result r =
-      pg::Exec(s, kOp,
-               "UPDATE " + core.schema() +
-                   ".janitor_state SET claimed_until = now() + $3 * interval "
-                   "'1 millisecond' WHERE topic_id = $1 AND claimed_by = $2",
-               pg::Params().Add(topic_id).Add(owner).Add(Millis(ttl)));
-  return std::string_view(PQcmdTuples(r.get())) == "1";
+  pg::Result r = pg::Exec(
+      s, kOp,
+      StateUpdate(core, "claimed_until = pg_catalog.now() + $3::interval",
+                  "j.claimed_by = $2::text"),
+      pg::Params().Add(topic_id).Add(owner).Add(IntervalText(ttl)));
+  return PQntuples(r.get()) == 1;
 }
 
 // Where the previous batch of this sweep ended: the greatest deleted
@@ -190,7 +215,8 @@ std::int64_t RunBatch(detail::ClientCore& core, pg::Session s,
                      std::to_string(Millis(o.statement_timeout)) + "ms'");
   const std::string head = core.HeadTable(topic_id);
   const std::string cutoff =
-      "(SELECT now() - headless_ttl_ms * interval '1 millisecond' FROM " +
+      "(SELECT pg_catalog.now() - headless_ttl_ms::float8 * "
+      "interval '1 millisecond' FROM " +
       core.schema() + ".topic WHERE id = $1)";
   pg::Params params;
   params.Add(topic_id).Add(o.batch_size);
@@ -211,7 +237,7 @@ std::int64_t RunBatch(detail::ClientCore& core, pg::Session s,
           "AND d.head_id IS NULL AND d.updated_at < " +
           cutoff +
           " RETURNING d.idle_since, d.message_key) "
-          "SELECT (SELECT count(*) FROM gone), last.idle_since::text, "
+          "SELECT (SELECT pg_catalog.count(*) FROM gone), last.idle_since::text, "
           "last.message_key FROM (SELECT 1) one LEFT JOIN (SELECT * FROM gone "
           "ORDER BY 1 DESC, 2 DESC LIMIT 1) last ON true",
       params);
@@ -241,15 +267,15 @@ void Record(detail::ClientCore& core, pg::Session s, std::int64_t topic_id,
             const std::string& owner, std::int64_t deleted,
             const std::string& error) {
   pg::Exec(s, kOp,
-           "UPDATE " + core.schema() +
-               ".janitor_state SET claimed_by = NULL, claimed_until = NULL, "
-               "last_sweep_finished_at = now(), "
-               "last_success_at = CASE WHEN $4 = '' THEN now() "
-               "ELSE last_success_at END, "
-               "last_deleted_rows = $3, "
-               "total_deleted_rows = total_deleted_rows + $3, "
-               "last_error = NULLIF($4, '') "
-               "WHERE topic_id = $1 AND claimed_by = $2",
+           StateUpdate(core,
+                       "claimed_by = NULL, claimed_until = NULL, "
+                       "last_sweep_finished_at = pg_catalog.now(), "
+                       "last_success_at = CASE WHEN $4::text = '' THEN "
+                       "pg_catalog.now() ELSE j.last_success_at END, "
+                       "last_deleted_rows = $3::bigint, "
+                       "total_deleted_rows = j.total_deleted_rows + $3::bigint, "
+                       "last_error = NULLIF($4::text, '')",
+                       "j.claimed_by = $2::text"),
            pg::Params().Add(topic_id).Add(owner).Add(deleted).Add(error));
 }
 

@@ -39,8 +39,8 @@ std::string CompactedInsertSql(const ClientCore& core, std::int64_t id) {
          core.HeadTable(id) +
          " AS h (message_key, head_id, schema_version, compaction_rank, "
          "created_at, updated_at, idle_since) "
-         "SELECT $1, m.id, $2, $4, statement_timestamp(), "
-         "statement_timestamp(), NULL FROM m "
+         "SELECT $1, m.id, $2, $4, pg_catalog.statement_timestamp(), "
+         "pg_catalog.statement_timestamp(), NULL FROM m "
          "ON CONFLICT ON CONSTRAINT " +
          core.HeadPkey(id) +
          " DO UPDATE SET head_id = excluded.head_id, "

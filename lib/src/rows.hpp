@@ -15,7 +15,7 @@ namespace compaction::detail {
 // SQL for a timestamptz column as microseconds since the Unix epoch, which
 // FromMicros turns back into a time_point.
 inline std::string Micros(const std::string& column) {
-  return "(extract(epoch FROM " + column + ") * 1000000)::bigint";
+  return "(extract(epoch FROM " + column + ") * 1000000::numeric)::bigint";
 }
 
 inline const std::string kMessageColumns =

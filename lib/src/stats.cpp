@@ -89,26 +89,26 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
   const std::string head = core.HeadTable(id);
   return "SELECT " + ids + "::bigint, " +
          (with_version ? "v.version" : "NULL::int") +
-         ", c.n, (extract(epoch FROM now() - (SELECT o.idle_since FROM " +
+         ", c.n, (extract(epoch FROM pg_catalog.now() - (SELECT o.idle_since FROM " +
          head +
          " o WHERE o.idle_since IS NOT NULL ORDER BY o.idle_since LIMIT 1)) "
-         "* 1000)::bigint, greatest(hc.reltuples, 0)::bigint, " +
+         "* 1000::numeric)::bigint, greatest(hc.reltuples, 0::float4)::bigint, " +
          Micros("j.last_sweep_started_at") + ", " +
          Micros("j.last_sweep_finished_at") + ", " +
          Micros("j.last_success_at") +
          ", j.last_deleted_rows, j.total_deleted_rows, j.last_error, "
-         "CASE WHEN j.claimed_until > now() THEN j.claimed_by END, "
-         "CASE WHEN j.claimed_until > now() THEN " +
+         "CASE WHEN j.claimed_until > pg_catalog.now() THEN j.claimed_by END, "
+         "CASE WHEN j.claimed_until > pg_catalog.now() THEN " +
          Micros("j.claimed_until") +
-         " END FROM (SELECT count(*) n FROM (SELECT FROM " + head +
+         " END FROM (SELECT pg_catalog.count(*) n FROM (SELECT FROM " + head +
          " h WHERE h.idle_since IS NOT NULL LIMIT " +
          std::to_string(limit + 1) +
-         ") l) c CROSS JOIN pg_class hc LEFT JOIN " + core.schema() +
-         ".janitor_state j ON j.topic_id = " + ids +
+         ") l) c CROSS JOIN pg_catalog.pg_class hc LEFT JOIN " + core.schema() +
+         ".janitor_state j ON j.topic_id = " + ids + "::bigint" +
          (with_version ? " LEFT JOIN " + core.schema() +
-                             ".schema_version v ON v.topic_id = " + ids
+                             ".schema_version v ON v.topic_id = " + ids + "::bigint"
                        : std::string()) +
-         " WHERE hc.oid = " + pg::QuoteLiteral(s.conn, head) + "::regclass";
+         " WHERE hc.oid = " + pg::QuoteLiteral(s.conn, head) + "::regclass::oid";
 }
 
 // Estimates for the topics whose count stopped at the limit: what the
@@ -135,20 +135,24 @@ constexpr const char* kEstimateSql =
     // head table's own estimate of all its rows.
     "CASE WHEN e.idx IS NOT NULL THEN least(e.idx, e.all_rows) END, "
     "e.all_rows * e.share, 0)::bigint "
-    "FROM unnest($1::bigint[]) t(id) "
-    "CROSS JOIN (SELECT current_setting('block_size')::bigint AS size) b "
-    "LEFT JOIN pg_class hc ON hc.oid = "
-    "to_regclass($2 || '.compaction_head_' || t.id) "
-    "LEFT JOIN pg_class ic ON ic.oid = "
-    "to_regclass($2 || '.compaction_head_' || t.id || '_idle') "
+    "FROM pg_catalog.unnest($1::bigint[]) t(id) "
+    "CROSS JOIN (SELECT pg_catalog.current_setting('block_size')::bigint "
+    "AS size) b "
+    "LEFT JOIN pg_catalog.pg_class hc ON hc.oid = pg_catalog.to_regclass("
+    "$2::text || '.compaction_head_' || t.id::text)::oid "
+    "LEFT JOIN pg_catalog.pg_class ic ON ic.oid = pg_catalog.to_regclass("
+    "$2::text || '.compaction_head_' || t.id::text || '_idle')::oid "
     "CROSS JOIN LATERAL (SELECT "
-    "CASE WHEN ic.relpages > 0 AND ic.reltuples > 0 THEN ic.reltuples::float8 "
-    "/ ic.relpages * (pg_relation_size(ic.oid) / b.size) END AS idx, "
-    "CASE WHEN hc.relpages > 0 AND hc.reltuples > 0 THEN hc.reltuples::float8 "
-    "/ hc.relpages * (pg_relation_size(hc.oid) / b.size) END AS all_rows, "
+    "CASE WHEN ic.relpages > 0 AND ic.reltuples > 0::float4 THEN "
+    "ic.reltuples::float8 / ic.relpages::float8 * (pg_catalog.pg_relation_size("
+    "ic.oid::regclass) / b.size)::float8 END AS idx, "
+    "CASE WHEN hc.relpages > 0 AND hc.reltuples > 0::float4 THEN "
+    "hc.reltuples::float8 / hc.relpages::float8 * (pg_catalog.pg_relation_size("
+    "hc.oid::regclass) / b.size)::float8 END AS all_rows, "
     // Correlated on relname so pg_stats is read by index; a join on the
     // computed name scanned all of pg_statistic (70 ms at 1,000 topics).
-    "(SELECT 1 - st.null_frac FROM pg_stats st WHERE st.schemaname = $3 "
+    "(SELECT 1::float8 - st.null_frac::float8 FROM pg_catalog.pg_stats st "
+    "WHERE st.schemaname = $3::name "
     "AND st.tablename = hc.relname AND st.attname = 'idle_since' "
     "AND NOT st.inherited) AS share) e";
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "compaction/errors.hpp"
+#include "compaction/options.hpp"
 
 namespace compaction::detail {
 namespace {
@@ -64,8 +65,15 @@ void ValidateMessageKey(const char* operation, const std::string& key) {
 }
 
 void ValidateHeadlessTtl(const char* operation, std::chrono::milliseconds ttl) {
-  if (ttl.count() <= 0) {
-    throw InvalidArgument(operation, "headless_ttl must be positive, got " +
+  ValidateTtl(operation, "headless_ttl", ttl);
+}
+
+void ValidateTtl(const char* operation, const char* what,
+                 std::chrono::milliseconds ttl) {
+  if (ttl.count() <= 0 || ttl > kMaxTtl) {
+    throw InvalidArgument(operation, std::string(what) + " must be in 1.." +
+                                         std::to_string(kMaxTtl.count()) +
+                                         " ms (36500 days), got " +
                                          std::to_string(ttl.count()) + " ms");
   }
 }

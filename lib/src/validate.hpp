@@ -18,6 +18,9 @@ inline constexpr int kMaxPageSize = 10000;
 void ValidateTopicName(const char* operation, const std::string& name);
 void ValidateMessageKey(const char* operation, const std::string& key);
 void ValidateHeadlessTtl(const char* operation, std::chrono::milliseconds ttl);
+// A positive duration of at most kMaxTtl, else InvalidArgument naming `what`.
+void ValidateTtl(const char* operation, const char* what,
+                 std::chrono::milliseconds ttl);
 // A server-side timeout (lock_timeout, statement_timeout): positive and at
 // most PostgreSQL's limit of INT_MAX milliseconds (about 24.8 days).
 void ValidateServerTimeout(const char* operation, const char* what,

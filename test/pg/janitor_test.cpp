@@ -478,6 +478,30 @@ TEST_CASE("a second sweep of a claimed topic skips and says so") {
   CHECK(next.deleted == 0);
 }
 
+TEST_CASE("a transaction holding the janitor_state row never blocks a sweep") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("state-locked");
+  topic.Register();
+  InsertHeadless(db.raw(), db.HeadTable("state-locked"), "a-", 3);
+  // Any role that can read janitor_state can lock its rows, for as long as
+  // it likes.
+  RawConn holder;
+  holder.Query("BEGIN");
+  holder.Query("SELECT * FROM " + db.QuotedSchema() +
+               ".janitor_state FOR UPDATE");
+  Janitor janitor(db.client());
+  SweepOptions o;
+  o.statement_timeout = 30s;  // a wait would last this long
+  const auto started = std::chrono::steady_clock::now();
+  const SweepResult r = janitor.SweepHeadless("state-locked", o);
+  CHECK(Elapsed(started) < 2s);
+  CHECK(r.skipped);
+  CHECK_THAT(r.claimed_by, Catch::Contains("janitor_state"));
+  CHECK(r.deleted == 0);
+  holder.Query("COMMIT");
+  CHECK(janitor.SweepHeadless("state-locked", o).deleted == 3);
+}
+
 TEST_CASE("an expired claim does not block another sweep") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("stale-claim");
@@ -534,6 +558,14 @@ TEST_CASE("bad sweep input is a typed error before any write") {
                       Catch::Contains("batch_pause") &&
                           Catch::Contains("claim_ttl"));
     CHECK_THROWS_AS(janitor.SweepHeadless("input", o), InvalidArgument);
+  }
+  {
+    // A claim far beyond any real use would overflow the server's
+    // timestamp arithmetic in every sweep.
+    SweepOptions o;
+    o.claim_ttl = std::chrono::hours(24) * 1000000000;
+    CHECK_THROWS_WITH(janitor.SweepHeadless("input", o),
+                      Catch::Contains("claim_ttl must be in 1.."));
   }
   for (double bad : {0.0, -0.5, 1.01, std::nan("")}) {
     SweepOptions o;

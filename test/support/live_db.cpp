@@ -18,7 +18,10 @@ std::string Unique(const std::string& prefix) {
   return prefix + std::to_string(getpid()) + "_" + std::to_string(counter++);
 }
 
-RawConn::RawConn() : conn_(PQconnectdb("")) {
+RawConn::RawConn() : RawConn("") {}
+
+RawConn::RawConn(const std::string& conninfo)
+    : conn_(PQconnectdb(conninfo.c_str())) {
   if (PQstatus(conn_) != CONNECTION_OK) {
     FAIL("cannot connect to the test database (run through deploy/local/test.sh): "
          << PQerrorMessage(conn_));

@@ -36,7 +36,9 @@ inline void from_json(const nlohmann::json& j, Counter& c) {
 
 class RawConn {
  public:
-  RawConn();
+  RawConn();  // the test cluster's database from the PG* variables
+  // Fails the test when `conninfo` (over the PG* variables) cannot connect.
+  explicit RawConn(const std::string& conninfo);
   ~RawConn();
   RawConn(const RawConn&) = delete;
   RawConn& operator=(const RawConn&) = delete;

@@ -36,7 +36,7 @@ struct SweepOptions {
   // Bounds each batch statement on the server.
   std::chrono::milliseconds statement_timeout = std::chrono::seconds(10);
   // How long this sweep's claim on the topic lasts; renewed before each
-  // batch, so it should exceed statement_timeout. Each renewal also covers
+  // batch, so it should exceed statement_timeout. At most kMaxTtl. Each renewal also covers
   // batch_pause, so a pause never lets the claim lapse.
   std::chrono::milliseconds claim_ttl = std::chrono::seconds(60);
   // Pacing: how long to wait after each committed full batch before the next

@@ -21,9 +21,15 @@ struct ClientOptions {
   std::chrono::milliseconds acquire_timeout = std::chrono::seconds(30);
 };
 
+// The longest TTL a topic or a janitor claim takes: 36,500 days (about 100
+// years), far beyond any real use and far within what timestamps and
+// timers hold. The database's CHECK on the topic table says the same.
+inline constexpr std::chrono::milliseconds kMaxTtl =
+    std::chrono::hours(24 * 36500);
+
 struct TopicConfig {
   // How long a headless (lock-only) row may stay untouched before the
-  // janitor may delete it. Must be positive.
+  // janitor may delete it. Must be positive and at most kMaxTtl.
   std::chrono::milliseconds headless_ttl = std::chrono::hours(1);
 };
 

@@ -1,6 +1,9 @@
 #include "pg/connection.hpp"
 
 #include <charconv>
+#include <cstdlib>
+#include <map>
+#include <utility>
 
 #include "compaction/errors.hpp"
 #include "pg/sqlstate.hpp"
@@ -193,10 +196,22 @@ Result ExecScript(PGconn* conn, const char* operation, const std::string& sql) {
   return result;
 }
 
-ConnPtr Connect(const std::string& conninfo,
-                const std::string& application_name, const char* operation) {
+namespace {
+
+// What every connection the library opens gets unless the caller's conninfo
+// says otherwise: a dead peer becomes an error within about half a minute
+// instead of a ROLLBACK that hangs for the kernel's two hours.
+constexpr std::pair<const char*, const char*> kConnectionDefaults[] = {
+    {"connect_timeout", "10"},    {"keepalives_idle", "10"},
+    {"keepalives_interval", "5"}, {"keepalives_count", "3"},
+    {"tcp_user_timeout", "30000"},
+};
+
+// The caller's conninfo as keyword/value pairs (only what it sets).
+std::map<std::string, std::string> ParseConninfo(const std::string& conninfo,
+                                                 const char* operation) {
   // libpq's parse errors quote the offending text, which can be a password:
-  // check the syntax first and say only that it is wrong.
+  // say only that it is wrong.
   char* parse_error = nullptr;
   PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &parse_error);
   PQfreemem(parse_error);
@@ -204,12 +219,51 @@ ConnPtr Connect(const std::string& conninfo,
     throw InvalidArgument(operation,
                           "conninfo is not a valid libpq connection string or URI");
   }
+  std::map<std::string, std::string> params;
+  for (PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
+    if (o->val != nullptr) params[o->keyword] = o->val;
+  }
   PQconninfoFree(parsed);
-  // dbname is expanded as a conninfo string or URI; the keywords after it
-  // override what it says, so the client's application_name wins.
-  const char* keywords[] = {"dbname", "application_name", nullptr};
-  const char* values[] = {conninfo.c_str(), application_name.c_str(), nullptr};
-  ConnPtr conn(PQconnectdbParams(keywords, values, /*expand_dbname=*/1));
+  return params;
+}
+
+}  // namespace
+
+std::string PinnedOptions(std::string options) {
+  // Appended last, so it wins over an earlier -c search_path of the caller.
+  if (!options.empty()) options += ' ';
+  return options + kPinSearchPath;
+}
+
+ConnPtr Connect(const std::string& conninfo,
+                const std::string& application_name, const char* operation) {
+  std::map<std::string, std::string> params = ParseConninfo(conninfo, operation);
+  // Every other role is untrusted: with pg_catalog first (and nothing else
+  // searched for functions and operators), no object anyone created in
+  // public or in a schema of a database-level search_path can stand in for
+  // a built-in one inside our statements.
+  std::string options = params.count("options") != 0 ? params["options"] : "";
+  if (options.empty()) {
+    if (const char* env = std::getenv("PGOPTIONS")) options = env;
+  }
+  params["options"] = PinnedOptions(options);
+  for (const auto& [key, value] : kConnectionDefaults) {
+    const bool from_env = std::string_view(key) == "connect_timeout" &&
+                          std::getenv("PGCONNECT_TIMEOUT") != nullptr;
+    if (params.count(key) == 0 && !from_env) params[key] = value;
+  }
+  // The client's application_name wins over the conninfo's.
+  params["application_name"] = application_name;
+  std::vector<const char*> keywords;
+  std::vector<const char*> values;
+  for (const auto& [key, value] : params) {
+    keywords.push_back(key.c_str());
+    values.push_back(value.c_str());
+  }
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
+  ConnPtr conn(PQconnectdbParams(keywords.data(), values.data(),
+                                 /*expand_dbname=*/0));
   if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
     throw ConnectionLost(operation,
                          "cannot connect: " + TrimmedErrorMessage(conn.get()));

@@ -104,7 +104,18 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
 // protocol; returns the last result.
 Result ExecScript(PGconn* conn, const char* operation, const std::string& sql);
 
-// Opens a connection; `conninfo` is a keyword/value string or URI.
+// The startup option that pins search_path on every connection we open.
+inline constexpr const char* kPinSearchPath =
+    "-c search_path=pg_catalog,pg_temp";
+
+// `options` (a libpq startup options string) with the search_path pin
+// appended, so it wins over any search_path the caller set there.
+std::string PinnedOptions(std::string options);
+
+// Opens a connection; `conninfo` is a keyword/value string or URI. The
+// connection has search_path pinned (kPinSearchPath, appended to the
+// conninfo's or PGOPTIONS' options), and connect_timeout 10 s, TCP
+// keepalives and tcp_user_timeout 30 s unless the conninfo sets them.
 ConnPtr Connect(const std::string& conninfo,
                 const std::string& application_name, const char* operation);
 

@@ -1,0 +1,108 @@
+// Every other database role is untrusted (DESIGN.md section 9): objects it
+// plants on the search path must never run inside the library's sessions.
+// test/support/traps.sql plants look-alikes of the functions and operators
+// our SQL uses, in a schema the database's search_path puts before
+// pg_catalog and in public, each counting its calls in public.trap_hits.
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "live_db.hpp"
+
+using namespace compaction;
+using namespace testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A database of its own (the traps would hijack every other test's SQL in
+// a shared one), with the traps planted; dropped at the end.
+class TrapDb {
+ public:
+  TrapDb() : name_(Unique("traps_")) {
+    RawConn admin;
+    admin.Query("CREATE DATABASE " + name_);
+    RawConn db(conninfo());
+    REQUIRE(db.TryExec(ReadFile(COMPACTION_TRAPS_SQL)).empty());
+  }
+  ~TrapDb() {
+    RawConn admin;
+    admin.TryExec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+  }
+  std::string conninfo() const { return "dbname=" + name_; }
+  // Trap calls so far (a sequence: rolled-back calls count too).
+  std::int64_t Hits() const {
+    RawConn db(conninfo());
+    return db.Int(
+        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
+        "FROM public.trap_hits");
+  }
+
+ private:
+  std::string name_;
+};
+
+// Everything the library sends: schema install, registration, every kind
+// of produce and read, the lock loop (insert, relock, materialized, with a
+// lock timeout), stats on the exact and the estimate path, a sweep that
+// deletes, and a destroy.
+void ExerciseLibrary(Client& client) {
+  client.InstallSchema();
+  auto topic = client.Topic<Counter>("trapped");
+  topic.Register(TopicConfig{1ms});
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, {});
+  producer.Produce(Counter{2}, {"plain", std::nullopt});
+  producer.Produce(Counter{3}, Compacted("k", 5));
+  producer.Produce(Counter{4}, Compacted("k", 1));  // loses the winner rule
+  for (const char* key : {"headless-1", "headless-2", "headless-1"}) {
+    client.InTransaction([&](Tx& tx) { topic.Key(key).LockCompactionHead(tx); });
+  }
+  client.InTransaction([&](Tx& tx) {
+    auto head = topic.Key("k").LockCompactionHead(tx, LockOptions{2s});
+    REQUIRE(head);
+    producer.ProduceInTx(tx, Counter{head->message.value + 1}, Compacted("k", 6));
+  });
+  CHECK(topic.Key("k").CompactionHead()->message.value == 4);
+  CHECK(topic.ListCompactionHeads().size() == 1);
+  CHECK(topic.Key("k").Messages(10).size() == 3);
+  CHECK(topic.Stats().headless_rows == 2);
+  StatsOptions capped;
+  capped.exact_count_limit = 1;
+  CHECK(topic.Stats(capped).headless_rows_estimated);
+  CHECK(client.ListTopicStats().size() == 1);
+  std::this_thread::sleep_for(20ms);  // past the 1 ms TTL
+  Janitor janitor(client);
+  CHECK(janitor.SweepHeadless("trapped").deleted == 2);
+  topic.Destroy();
+}
+
+}  // namespace
+
+TEST_CASE("functions and operators planted on the search path never run in "
+          "the library's sessions") {
+  TrapDb traps;
+  // The traps are armed: an ordinary session of that database calls one.
+  RawConn victim(traps.conninfo());
+  CHECK(victim.TryExec("SELECT now()") == "P0001");
+  CHECK(victim.TryExec("SELECT pg_catalog.now() - 1::bigint * interval '1 s'") ==
+        "P0001");
+  const std::int64_t armed = traps.Hits();
+  REQUIRE(armed == 2);
+
+  ClientOptions options;
+  options.schema = Unique("s_");
+  Client client = Client::Connect(traps.conninfo(), options);
+  ExerciseLibrary(client);
+  CHECK(traps.Hits() == armed);
+}
