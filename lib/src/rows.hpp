@@ -14,8 +14,11 @@ namespace compaction::detail {
 
 // SQL for a timestamptz column as microseconds since the Unix epoch, which
 // FromMicros turns back into a time_point.
+// 1e6 is a numeric literal: numeric * numeric is a built-in operator with
+// exactly these types, so no look-alike reached through an implicit cast
+// can stand in for it (DESIGN.md section 9).
 inline std::string Micros(const std::string& column) {
-  return "(extract(epoch FROM " + column + ") * 1000000::numeric)::bigint";
+  return "(extract(epoch FROM " + column + ") * 1e6)::bigint";
 }
 
 inline const std::string kMessageColumns =

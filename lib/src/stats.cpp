@@ -92,7 +92,7 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          ", c.n, (extract(epoch FROM pg_catalog.now() - (SELECT o.idle_since FROM " +
          head +
          " o WHERE o.idle_since IS NOT NULL ORDER BY o.idle_since LIMIT 1)) "
-         "* 1000::numeric)::bigint, greatest(hc.reltuples, 0::float4)::bigint, " +
+         "* 1e3)::bigint, greatest(hc.reltuples, 0)::bigint, " +
          Micros("j.last_sweep_started_at") + ", " +
          Micros("j.last_sweep_finished_at") + ", " +
          Micros("j.last_success_at") +
@@ -104,9 +104,9 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          " h WHERE h.idle_since IS NOT NULL LIMIT " +
          std::to_string(limit + 1) +
          ") l) c CROSS JOIN pg_catalog.pg_class hc LEFT JOIN " + core.schema() +
-         ".janitor_state j ON j.topic_id = " + ids + "::bigint" +
+         ".janitor_state j ON j.topic_id = " + ids +
          (with_version ? " LEFT JOIN " + core.schema() +
-                             ".schema_version v ON v.topic_id = " + ids + "::bigint"
+                             ".schema_version v ON v.topic_id = " + ids
                        : std::string()) +
          " WHERE hc.oid = " + pg::QuoteLiteral(s.conn, head) + "::regclass::oid";
 }
