@@ -197,6 +197,17 @@ int SchemaInstall(const Settings& s) {
   return kExitOk;
 }
 
+// Once per process: a reload re-reads the file but does not warn again.
+void WarnAboutExposedSecret(const Invocation& inv) {
+  if (!inv.exposed_secret_mode) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", *inv.exposed_secret_mode);
+  LogWarn("config",
+          "config file holds a password or sslpassword and is readable by "
+          "group or others; chmod 0600 it, or use a passfile (PGPASSFILE)",
+          {{"file", inv.config_file}, {"mode", std::string(mode)}});
+}
+
 int Dispatch(const std::vector<std::string>& args, Invocation& inv) {
   const std::string command = Command(inv);
   CheckOptionUse(inv, command);
@@ -236,6 +247,7 @@ int RunCommandLine(const std::vector<std::string>& args) {
       return kExitOk;
     }
     SetLogLevel(inv.settings.log_level);
+    WarnAboutExposedSecret(inv);
     ConnectionParams(inv.settings);  // the conninfo must parse
     if (inv.print_config) {
       std::cout << RenderConfig(inv);

@@ -1,5 +1,7 @@
 #include "daemon/config.hpp"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -36,7 +38,7 @@ struct KeySpec {
 
 const std::vector<KeySpec>& Keys() {
   static const std::vector<KeySpec> keys = {
-      {"db", "libpq conninfo or URI, without a password (empty: PG* variables)"},
+      {"db", "libpq conninfo or URI, without a password or sslpassword (empty: PG* variables)"},
       {"schema", "database schema holding the compaction tables"},
       {"listen", "HOST:PORT of the HTTP endpoints (run only)"},
       {"pool-size", "database connections (and worker threads) for queries"},
@@ -108,7 +110,7 @@ po::options_description CommandLineOnly() {
       ("version", "print the version and exit")
       ("config", po::value<std::string>(), "config file (also COMPACTIOND_CONFIG)")
       ("check-config", "validate the configuration and exit")
-      ("print-config", "print the effective configuration (password masked) and exit")
+      ("print-config", "print the effective configuration (secrets masked) and exit")
       ("json", "stats, topic list: print JSON")
       ("once", "sweep: one pass over every topic, then exit")
       ("headless-ttl", po::value<std::string>(), "topic register: TTL of headless rows (default 1h)");
@@ -151,14 +153,78 @@ Values ToValues(const po::parsed_options& parsed) {
   return out;
 }
 
+bool IsSettingKey(const std::string& name) {
+  for (const KeySpec& k : Keys()) {
+    if (name == k.name) return true;
+  }
+  return false;
+}
+
+// Whether an unknown key may be quoted in an error: only when it looks like
+// a key. "host" of a line "host=h password=pw" is fine to show; the left
+// side of "postgres://u:pw@h/db?sslmode=require" is not.
+bool LooksLikeKey(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (!std::isalnum(u) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+std::string TrimSpace(const std::string& s) {
+  const char* ws = " \t\r\n";
+  size_t first = s.find_first_not_of(ws);
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(ws) - first + 1);
+}
+
+// Boost.Program_options' parse_config_file quotes a line it cannot parse,
+// and the line may hold a password. So the file is read here with the same
+// rules ('#' starts a comment anywhere, whitespace trimmed, "[section]"
+// prefixes the keys after it, "key = value", the last value of a key wins)
+// and a bad line is reported by its number only.
 Values ParseFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ConfigError("config: cannot read config file '" + path + "'");
-  try {
-    return ToValues(po::parse_config_file(in, SettingsTable(), false));
-  } catch (const po::error& e) {
-    throw ConfigError("config file '" + path + "': " + e.what());
+  const std::string where = "config file '" + path + "' line ";
+  Values out;
+  std::string prefix;
+  std::string raw;
+  for (int number = 1; std::getline(in, raw); ++number) {
+    const std::string line = TrimSpace(raw.substr(0, raw.find('#')));
+    if (line.empty()) continue;
+    if (line.front() == '[' && line.back() == ']') {
+      prefix = line.substr(1, line.size() - 2);
+      if (prefix.empty() || prefix.back() != '.') prefix += '.';
+      continue;
+    }
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) {
+      throw ConfigError(where + std::to_string(number) +
+                        ": expected 'key = value' (line not shown: it may "
+                        "hold a secret)");
+    }
+    const std::string name = prefix + TrimSpace(line.substr(0, eq));
+    if (!IsSettingKey(name)) {
+      throw ConfigError(where + std::to_string(number) + ": unknown key" +
+                        (LooksLikeKey(name) ? " '" + name + "'" : ""));
+    }
+    out[name] = TrimSpace(line.substr(eq + 1));
   }
+  if (in.bad()) {
+    throw ConfigError("config: cannot read config file '" + path + "'");
+  }
+  return out;
+}
+
+// Mode bits of `path` when group or others may read it, for the warning
+// about a secret in the config file.
+std::optional<unsigned> ReadableByOthers(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  if ((st.st_mode & (S_IRGRP | S_IROTH)) == 0) return std::nullopt;
+  return static_cast<unsigned>(st.st_mode & 07777);
 }
 
 Values ParseEnvironment() {
@@ -169,8 +235,14 @@ Values ParseEnvironment() {
   }
 }
 
+// Keys whose value can hold a secret, and so is never quoted.
+bool IsSecretKey(const std::string& key) { return key == "db"; }
+
 [[noreturn]] void Invalid(const std::string& key, const std::string& value,
                           const std::string& why) {
+  if (IsSecretKey(key)) {
+    throw ConfigError("invalid value for key '" + key + "': " + why);
+  }
   throw ConfigError("invalid value '" + value + "' for key '" + key + "': " +
                     why);
 }
@@ -196,11 +268,27 @@ int ToInt(const std::string& key, const std::string& v, int lo, int hi) {
   return static_cast<int>(ToInt64(key, v, lo, hi));
 }
 
-Millis ToDuration(const std::string& key, const std::string& v) {
+// A positive duration of at most `max`; `about` reads the bound to a person.
+Millis ToDuration(const std::string& key, const std::string& v, Millis max,
+                  const char* about) {
+  const std::string bound =
+      "at most " + FormatDuration(max) + " (" + about + ")";
   auto d = ParseDuration(v);
-  if (!d) Invalid(key, v, "expected a duration such as 500ms, 30s, 5m, 1h");
+  // ParseDuration also refuses a number too large for 64-bit milliseconds.
+  if (!d) {
+    Invalid(key, v, "expected a duration such as 500ms, 30s, 5m, 1h, " + bound);
+  }
   if (d->count() <= 0) Invalid(key, v, "must be positive");
+  if (*d > max) Invalid(key, v, "must be " + bound);
   return *d;
+}
+
+Millis ToTtl(const std::string& key, const std::string& v) {
+  return ToDuration(key, v, kMaxTtl, "about 100 years");
+}
+
+Millis ToTimer(const std::string& key, const std::string& v) {
+  return ToDuration(key, v, kMaxTimer, "one year");
 }
 
 // A pause: 0 turns it off; the library's bound is one minute.
@@ -213,11 +301,8 @@ Millis ToPause(const std::string& key, const std::string& v) {
 
 // PostgreSQL takes statement_timeout up to INT_MAX milliseconds.
 Millis ToServerTimeout(const std::string& key, const std::string& v) {
-  Millis d = ToDuration(key, v);
-  if (d.count() > std::numeric_limits<int>::max()) {
-    Invalid(key, v, "must be at most 2147483647ms (about 24 days)");
-  }
-  return d;
+  static_assert(kMaxServerTimeout.count() == std::numeric_limits<int>::max());
+  return ToDuration(key, v, kMaxServerTimeout, "about 24 days");
 }
 
 double ToNumber(const std::string& key, const std::string& v) {
@@ -267,6 +352,11 @@ void Apply(Settings& s, const std::string& key, const std::string& v) {
     s.db = v;
   } else if (key == "schema") {
     CheckIdentifier(key, v);
+    // The library's SQL templates name their placeholders in braces; a
+    // schema called "{id}" was once rendered into another schema's name.
+    if (v.find_first_of("{}") != std::string::npos) {
+      Invalid(key, v, "must not contain '{' or '}'");
+    }
     s.schema = v;
   } else if (key == "listen") {
     ParseListen(key, v);
@@ -277,9 +367,9 @@ void Apply(Settings& s, const std::string& key, const std::string& v) {
     CheckIdentifier(key, v);
     s.application_name = v;
   } else if (key == "min-interval") {
-    s.min_interval = ToDuration(key, v);
+    s.min_interval = ToTimer(key, v);
   } else if (key == "max-interval") {
-    s.max_interval = ToDuration(key, v);
+    s.max_interval = ToTimer(key, v);
   } else if (key == "jitter") {
     s.jitter = ToFraction(key, v);
   } else if (key == "batch-size") {
@@ -289,7 +379,7 @@ void Apply(Settings& s, const std::string& key, const std::string& v) {
   } else if (key == "statement-timeout") {
     s.statement_timeout = ToServerTimeout(key, v);
   } else if (key == "claim-ttl") {
-    s.claim_ttl = ToDuration(key, v);
+    s.claim_ttl = ToTtl(key, v);
   } else if (key == "batch-pause") {
     s.batch_pause = ToPause(key, v);
   } else if (key == "duty-cycle") {
@@ -297,20 +387,20 @@ void Apply(Settings& s, const std::string& key, const std::string& v) {
   } else if (key == "owner") {
     s.owner = v;
   } else if (key == "stats-interval") {
-    s.stats_interval = ToDuration(key, v);
+    s.stats_interval = ToTimer(key, v);
   } else if (key == "stats-timeout") {
     s.stats_timeout = ToServerTimeout(key, v);
   } else if (key == "stats-exact-count-limit") {
     s.stats_exact_count_limit =
         ToInt64(key, v, 1, compaction::StatsOptions::kCountAll);
   } else if (key == "topic-refresh-interval") {
-    s.topic_refresh_interval = ToDuration(key, v);
+    s.topic_refresh_interval = ToTimer(key, v);
   } else if (key == "reconnect-min") {
-    s.reconnect_min = ToDuration(key, v);
+    s.reconnect_min = ToTimer(key, v);
   } else if (key == "reconnect-max") {
-    s.reconnect_max = ToDuration(key, v);
+    s.reconnect_max = ToTimer(key, v);
   } else if (key == "shutdown-timeout") {
-    s.shutdown_timeout = ToDuration(key, v);
+    s.shutdown_timeout = ToTimer(key, v);
   } else if (key == "log-level") {
     auto level = ParseLogLevel(v);
     if (!level) Invalid(key, v, "expected debug, info, warn or error");
@@ -383,7 +473,7 @@ void ReadCommandLineOnly(const po::variables_map& vm, Invocation& inv) {
   inv.once = vm.count("once") != 0;
   if (vm.count("headless-ttl") != 0) {
     inv.headless_ttl =
-        ToDuration("headless-ttl", vm["headless-ttl"].as<std::string>());
+        ToTtl("headless-ttl", vm["headless-ttl"].as<std::string>());
   }
   if (vm.count("config") != 0) {
     inv.config_file = vm["config"].as<std::string>();
@@ -401,13 +491,17 @@ Invocation ParseInvocation(const std::vector<std::string>& args) {
   if (inv.help || inv.version) return inv;
 
   Values flags = FlagValues(vm);
-  if (flags.count("db") != 0 && ConninfoHasPassword(flags["db"])) {
+  if (flags.count("db") != 0 && ConninfoHasSecret(flags["db"])) {
     throw ConfigError(
-        "key 'db': a password on the command line is visible to every local "
-        "user; use PGPASSWORD, PGPASSFILE, COMPACTIOND_DB or the config file");
+        "key 'db': a password or sslpassword on the command line is visible "
+        "to every local user; use PGPASSFILE, PGPASSWORD, COMPACTIOND_DB or "
+        "a config file readable by the daemon only");
   }
   Values env = ParseEnvironment();
   Values file = inv.config_file.empty() ? Values{} : ParseFile(inv.config_file);
+  if (file.count("db") != 0 && ConninfoHasSecret(file["db"])) {
+    inv.exposed_secret_mode = ReadableByOthers(inv.config_file);
+  }
 
   Values effective = DefaultTexts();
   for (const KeySpec& k : Keys()) {
@@ -471,8 +565,8 @@ std::string HelpText() {
          "Precedence: flag > COMPACTIOND_<KEY> environment variable > config "
          "file > default.\n"
          "Durations: 500ms, 30s, 5m, 1h, 1d, or combined (1h30m).\n"
-         "Passwords: never on the command line; use PGPASSWORD or "
-         "PGPASSFILE.\n"
+         "Secrets (password, sslpassword): never on the command line; use "
+         "PGPASSFILE or PGPASSWORD.\n"
          "Exit codes: 0 success, 1 runtime failure, 2 usage or configuration "
          "error.\n\n";
   out << CommandLineOnly() << "\n" << SettingsTable() << "\n";

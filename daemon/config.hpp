@@ -23,6 +23,24 @@ namespace compactiond {
 
 using Millis = std::chrono::milliseconds;
 
+// Upper bounds of the duration settings; a larger value is a ConfigError
+// naming the key and the bound. Each bound is far beyond any real setting
+// and far within what its consumer holds.
+//
+// TTLs (headless-ttl, claim-ttl): 36,500 days, about 100 years, the
+// library's compaction::kMaxTtl (lib/include/compaction/options.hpp). A
+// larger one used to be accepted and then made every sweep fail: now() plus
+// or minus it is outside PostgreSQL's timestamp range (SQLSTATE 22008).
+inline constexpr Millis kMaxTtl = std::chrono::hours(24 * 36500);
+// Timers (sweep intervals, refresh periods, reconnect delays,
+// shutdown-timeout): one year. steady_clock counts int64 nanoseconds, about
+// 292 years, and Asio adds the delay to now(); a delay near that overflows
+// and the timer fires at once.
+inline constexpr Millis kMaxTimer = std::chrono::hours(24 * 365);
+// Server-side timeouts (statement-timeout, stats-timeout): PostgreSQL's
+// statement_timeout is an int of milliseconds.
+inline constexpr Millis kMaxServerTimeout{2147483647};
+
 // Raised for every usage or configuration error; the message names the key.
 class ConfigError : public std::runtime_error {
  public:
@@ -83,22 +101,29 @@ struct Invocation {
   bool print_config = false;
   bool json = false;
   bool once = false;
-  std::optional<Millis> headless_ttl;
+  std::optional<Millis> headless_ttl;  // at most kMaxTtl
   std::string config_file;  // empty: none
+  // Permission bits of the config file when it holds a secret (password or
+  // sslpassword in `db`) and group or others may read it; the command line
+  // warns once at start. Unset otherwise.
+  std::optional<unsigned> exposed_secret_mode;
   Settings settings;
   std::map<std::string, Source> sources;  // key → origin of its value
 };
 
 // Parses `args` (argv without argv[0]) plus the environment and the config
 // file named by --config or COMPACTIOND_CONFIG. With --help or --version the
-// file is not read. Throws ConfigError.
+// file is not read. Throws ConfigError, whose message never holds a secret:
+// a conninfo with a password or sslpassword is refused on the command line,
+// an invalid `db` value is not quoted, and a config-file line that does not
+// parse is reported by file name and line number only.
 Invocation ParseInvocation(const std::vector<std::string>& args);
 
 // Usage text for --help.
 std::string HelpText();
 
 // The effective configuration in config-file syntax with each value's source
-// as a comment; the password in `db` is masked.
+// as a comment; password and sslpassword in `db` are masked.
 std::string RenderConfig(const Invocation& invocation);
 
 // "HOST:PORT" or "[V6]:PORT" split into host and port. Throws ConfigError

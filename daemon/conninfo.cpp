@@ -34,13 +34,16 @@ std::string Quote(const std::string& value) {
 
 }  // namespace
 
-bool ConninfoHasPassword(const std::string& conninfo) {
+bool IsSecretKeyword(const std::string& keyword) {
+  return keyword == "password" || keyword == "sslpassword";
+}
+
+bool ConninfoHasSecret(const std::string& conninfo) {
   if (conninfo.empty()) return false;
   OptionsPtr options = Parse(conninfo);
   if (!options) return false;
   for (PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
-    if (std::string(o->keyword) == "password" && o->val != nullptr &&
-        o->val[0] != '\0') {
+    if (IsSecretKeyword(o->keyword) && o->val != nullptr && o->val[0] != '\0') {
       return true;
     }
   }
@@ -51,7 +54,10 @@ std::string MaskConninfo(const std::string& conninfo) {
   if (conninfo.empty()) return "";
   try {
     auto params = ConninfoParams(conninfo);
-    if (params.count("password") != 0) params["password"] = "********";
+    // Even an empty secret is masked: its length is nobody's business.
+    for (auto& [keyword, value] : params) {
+      if (IsSecretKeyword(keyword)) value = "********";
+    }
     return RenderConninfo(params);
   } catch (const std::invalid_argument&) {
     return "<unparsable conninfo>";

@@ -7,13 +7,25 @@
 
 namespace compactiond {
 
-// True when `conninfo` sets a non-empty password (keyword or URI user:pass@).
-// An unparsable conninfo counts as not carrying one; libpq reports it later.
-bool ConninfoHasPassword(const std::string& conninfo);
+// The libpq keywords whose values are secrets: `password` (also a URI's
+// user:pass@) and `sslpassword` (the client key's passphrase; also a URI's
+// ?sslpassword=). Neither may appear on argv, in output or in a log line.
+bool IsSecretKeyword(const std::string& keyword);
 
-// `conninfo` with any password replaced by "********", for display. An
+// True when `conninfo` sets a non-empty secret (see IsSecretKeyword). An
+// unparsable conninfo counts as not carrying one; the caller refuses it
+// anyway, without echoing it.
+bool ConninfoHasSecret(const std::string& conninfo);
+
+// The name this check had before sslpassword counted as a secret; same
+// function.
+inline bool ConninfoHasPassword(const std::string& conninfo) {
+  return ConninfoHasSecret(conninfo);
+}
+
+// `conninfo` with every secret replaced by "********", for display. An
 // unparsable string is shown as "<unparsable conninfo>" because it could
-// hide a password in any shape.
+// hide a secret in any shape.
 std::string MaskConninfo(const std::string& conninfo);
 
 // Parses `conninfo` into keyword → value (only set keywords), then applies

@@ -1,4 +1,5 @@
 // Unit tests of compactiond's configuration layer: no database, no binary.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -205,8 +206,8 @@ TEST_CASE("a password on the command line is refused, elsewhere masked") {
   CHECK_THROWS_AS(ParseInvocation({"--db", "postgres://u:pw@h/db"}),
                   ConfigError);
   CHECK_NOTHROW(ParseInvocation({"--db", "postgres://u@h/db"}));
-  CHECK(ConninfoHasPassword("postgresql://u:pw@h:5432/db"));
-  CHECK_FALSE(ConninfoHasPassword("host=h user=u"));
+  CHECK(ConninfoHasSecret("postgresql://u:pw@h:5432/db"));
+  CHECK_FALSE(ConninfoHasSecret("host=h user=u"));
   std::string masked = MaskConninfo("host=h password=topsecret");
   CHECK(masked.find("topsecret") == std::string::npos);
   CHECK(masked.find("********") != std::string::npos);
@@ -215,6 +216,174 @@ TEST_CASE("a password on the command line is refused, elsewhere masked") {
   Invocation inv = ParseInvocation({"--print-config"});
   std::string rendered = RenderConfig(inv);
   CHECK(rendered.find("fromenv") == std::string::npos);
+}
+
+TEST_CASE("sslpassword is a secret like password") {
+  // Refused on the command line, in keyword form and in a URI.
+  for (const char* db :
+       {"host=h sslkey=/k sslpassword=hunter2", "sslpassword='hunter2'",
+        "postgresql://u@h/db?sslpassword=hunter2",
+        "postgres://h/db?sslmode=verify-full&sslpassword=hunter2"}) {
+    INFO(db);
+    std::string error = ErrorOf({"--db", db, "--print-config"});
+    CHECK_THAT(error,
+               Catch::Contains("'db'") && Catch::Contains("sslpassword"));
+    CHECK(error.find("hunter2") == std::string::npos);
+  }
+  CHECK(ConninfoHasSecret("postgresql://u@h/db?sslpassword=x"));
+  CHECK_FALSE(ConninfoHasSecret("host=h sslkey=/k sslpassword="));
+  CHECK(IsSecretKeyword("sslpassword"));
+  CHECK_FALSE(IsSecretKeyword("sslkey"));
+
+  // Masked in --print-config from the environment and from a file.
+  std::string masked = MaskConninfo(
+      "postgresql://u:pw1@h/db?sslpassword=hunter2&sslmode=verify-full");
+  CHECK(masked.find("hunter2") == std::string::npos);
+  CHECK(masked.find("pw1") == std::string::npos);
+  CHECK_THAT(masked, Catch::Contains("sslpassword='********'") &&
+                         Catch::Contains("password='********'") &&
+                         Catch::Contains("sslmode='verify-full'"));
+  {
+    ScopedEnv env("COMPACTIOND_DB", "host=h sslpassword=hunter2");
+    std::string rendered = RenderConfig(ParseInvocation({"--print-config"}));
+    CHECK(rendered.find("hunter2") == std::string::npos);
+    CHECK_THAT(rendered, Catch::Contains("sslpassword='********'"));
+  }
+  std::string file = WriteFile("db = host=h sslpassword=hunter2\n");
+  std::string rendered =
+      RenderConfig(ParseInvocation({"--config", file, "--print-config"}));
+  std::remove(file.c_str());
+  CHECK(rendered.find("hunter2") == std::string::npos);
+}
+
+TEST_CASE("an invalid db value is never quoted") {
+  // An unescaped '%' in user:password@ makes libpq quote the password.
+  for (const char* db : {"postgresql://u:hunter2%zz@h/db", "host='hunter2",
+                         "sslpassword=hunter2 nonsense"}) {
+    INFO(db);
+    ScopedEnv env("COMPACTIOND_DB", db);
+    std::string error = ErrorOf({});
+    CHECK_THAT(error, Catch::Contains("'db'"));
+    CHECK(error.find("hunter2") == std::string::npos);
+  }
+}
+
+TEST_CASE("a config-file line that does not parse is reported by number") {
+  std::string file = WriteFile(
+      "# comment\n"
+      "db = password=hunter2 host=x\n"
+      "\n"
+      "db password=hunter2 sslpassword=hunter2\n"
+      "batch-size = 10\n");
+  std::string error = ErrorOf({"--config", file, "--check-config"});
+  std::remove(file.c_str());
+  CHECK_THAT(error, Catch::Contains(file) && Catch::Contains("line 4"));
+  CHECK(error.find("hunter2") == std::string::npos);
+
+  // A key that is not one: named when it looks like a key, never otherwise.
+  file = WriteFile("batch-size = 10\nhost=x password=hunter2\n");
+  error = ErrorOf({"--config", file});
+  std::remove(file.c_str());
+  CHECK_THAT(error, Catch::Contains("line 2") &&
+                        Catch::Contains("unknown key 'host'"));
+  CHECK(error.find("hunter2") == std::string::npos);
+  file = WriteFile("postgresql://u:hunter2@h/db?sslmode=require\n");
+  error = ErrorOf({"--config", file});
+  std::remove(file.c_str());
+  CHECK_THAT(error,
+             Catch::Contains("line 1") && Catch::Contains("unknown key"));
+  CHECK(error.find("hunter2") == std::string::npos);
+
+  // Boost.Program_options' rules still hold: '#' starts a comment anywhere,
+  // whitespace is trimmed, the last value of a key wins, sections prefix keys.
+  file = WriteFile("  batch-size=7 # seven\r\nbatch-size = 8\n\n# x = y\n");
+  CHECK(ParseInvocation({"--config", file}).settings.batch_size == 8);
+  std::remove(file.c_str());
+  file = WriteFile("[server]\nbatch-size = 8\n");
+  CHECK_THAT(ErrorOf({"--config", file}),
+             Catch::Contains("line 2") &&
+                 Catch::Contains("unknown key 'server.batch-size'"));
+  std::remove(file.c_str());
+}
+
+TEST_CASE("a secret in a config file readable by others is flagged") {
+  std::string file = WriteFile("db = host=h sslpassword=hunter2\n");
+  ::chmod(file.c_str(), 0644);
+  CHECK(ParseInvocation({"--config", file}).exposed_secret_mode == 0644u);
+  ::chmod(file.c_str(), 0640);
+  CHECK(ParseInvocation({"--config", file}).exposed_secret_mode == 0640u);
+  ::chmod(file.c_str(), 0600);
+  CHECK_FALSE(ParseInvocation({"--config", file}).exposed_secret_mode);
+  std::remove(file.c_str());
+
+  file = WriteFile("db = postgresql://u:pw@h/db\n");
+  ::chmod(file.c_str(), 0604);
+  CHECK(ParseInvocation({"--config", file}).exposed_secret_mode == 0604u);
+  std::remove(file.c_str());
+  // No secret, no warning, whatever the mode.
+  file = WriteFile("db = host=h sslmode=verify-full\n");
+  ::chmod(file.c_str(), 0644);
+  CHECK_FALSE(ParseInvocation({"--config", file}).exposed_secret_mode);
+  std::remove(file.c_str());
+}
+
+TEST_CASE("every duration setting has an upper bound") {
+  struct Case {
+    const char* key;
+    const char* at_bound;
+    const char* above;
+    const char* bound_text;
+    std::vector<std::string> companions;  // keys a related check needs
+  };
+  const std::vector<Case> cases = {
+      {"claim-ttl", "36500d", "36500d1ms", "36500d", {}},
+      {"min-interval", "365d", "365d1ms", "365d", {"--max-interval", "365d"}},
+      {"max-interval", "365d", "366d", "365d", {}},
+      {"stats-interval", "365d", "1000000000d", "365d", {}},
+      {"topic-refresh-interval", "365d", "3000000d", "365d", {}},
+      {"reconnect-min", "365d", "365d1s", "365d", {"--reconnect-max", "365d"}},
+      {"reconnect-max", "365d", "400d", "365d", {}},
+      {"shutdown-timeout", "365d", "366d", "365d", {}},
+      {"statement-timeout", "2147483647ms", "2147483648ms", "2147483647ms",
+       {"--claim-ttl", "30d"}},
+      {"stats-timeout", "2147483647ms", "25d", "2147483647ms", {}},
+      {"batch-pause", "1m", "61s", "1m", {"--claim-ttl", "2m"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.key);
+    std::vector<std::string> ok = {std::string("--") + c.key, c.at_bound};
+    ok.insert(ok.end(), c.companions.begin(), c.companions.end());
+    CHECK(ErrorOf(ok) == "");
+    std::vector<std::string> bad = {std::string("--") + c.key, c.above};
+    bad.insert(bad.end(), c.companions.begin(), c.companions.end());
+    CHECK_THAT(ErrorOf(bad), Catch::Contains("'" + std::string(c.key) + "'") &&
+                                 Catch::Contains(c.bound_text));
+  }
+  // The TTL of `topic register`.
+  CHECK(ParseInvocation({"topic", "register", "t", "--headless-ttl", "36500d"})
+            .headless_ttl == kMaxTtl);
+  CHECK_THAT(ErrorOf({"topic", "register", "t", "--headless-ttl",
+                      "1000000000d"}),
+             Catch::Contains("'headless-ttl'") && Catch::Contains("36500d"));
+  // Numbers beyond 64-bit milliseconds are refused, never wrapped.
+  for (const char* huge :
+       {"9999999999999999999d", "9223372036854775807ms", "106751991168d",
+        "106751991167d106751991167d"}) {
+    INFO(huge);
+    CHECK_FALSE(ParseDuration(huge));
+    CHECK_THAT(ErrorOf({"--claim-ttl", huge}), Catch::Contains("'claim-ttl'"));
+  }
+  CHECK(ParseDuration("106751991167d") ==
+        milliseconds(106751991167LL * 86'400'000));
+}
+
+TEST_CASE("a schema name with braces is refused") {
+  for (const char* schema : {"{id}", "a{b", "x}", "{schema}"}) {
+    INFO(schema);
+    CHECK_THAT(ErrorOf({"--schema", schema}), Catch::Contains("'schema'"));
+  }
+  CHECK(ParseInvocation({"--schema", "Compaction-1$x"}).settings.schema ==
+        "Compaction-1$x");
 }
 
 TEST_CASE("sweep interval is ttl/2 clamped to [min, max]") {
