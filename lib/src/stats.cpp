@@ -256,6 +256,34 @@ bool TopicExists(ClientCore& core, pg::Session s, std::int64_t id) {
   }
 }
 
+// Errors that concern one topic's own tables rather than the connection or
+// the whole schema: undefined table or column, no privilege on them (class
+// 42, "syntax error or access rule violation", of a statement that is ours).
+bool IsTopicFault(const DatabaseError& e) {
+  return e.sqlstate().starts_with("42");
+}
+
+// Appends one topic's stats to `out`, on its own statement. A topic whose
+// row is gone was destroyed meanwhile and is left out; one that still
+// exists but cannot be read (tables missing or altered by hand, another
+// baseline, no privilege) is listed with its error, so it cannot take the
+// stats of every other topic down with it.
+void ListOne(ClientCore& core, pg::Session s, TopicInfo& t,
+             std::int64_t limit, std::vector<TopicOverview>& out) {
+  try {
+    TopicStats stats =
+        QueryStats(kListOp, core, s, t, limit, /*with_version=*/true);
+    out.push_back(TopicOverview{std::move(t), std::move(stats), {}});
+  } catch (const SchemaVersionMismatch& e) {
+    out.push_back(TopicOverview{std::move(t), {}, e.what()});
+  } catch (const DatabaseError& e) {
+    if (!IsTopicFault(e)) throw;
+    if (TopicExists(core, s, t.id)) {
+      out.push_back(TopicOverview{std::move(t), {}, e.what()});
+    }
+  }
+}
+
 // Appends the stats of `chunk` to `out`, in the chunk's order.
 void ListChunk(ClientCore& core, pg::Session s, std::span<TopicInfo> chunk,
                std::int64_t limit, std::vector<TopicOverview>& out) {
@@ -268,22 +296,11 @@ void ListChunk(ClientCore& core, pg::Session s, std::span<TopicInfo> chunk,
   try {
     r = pg::ExecScript(s.conn, kListOp, StatsScript(kListOp, select));
   } catch (const DatabaseError& e) {
-    if (e.sqlstate() != pg::kUndefinedTable) throw;
+    if (!IsTopicFault(e)) throw;
     // A topic of the chunk was destroyed since the listing (its DROP TABLE
-    // fails the whole statement at parse time). Per topic, so the others
-    // still report; a table missing under a topic that still exists is no
-    // destruction and fails the call, as a single Stats would.
-    for (TopicInfo& t : chunk) {
-      try {
-        TopicStats stats =
-            QueryStats(kListOp, core, s, t, limit, /*with_version=*/true);
-        out.push_back(TopicOverview{std::move(t), std::move(stats)});
-      } catch (const DatabaseError& e2) {
-        if (e2.sqlstate() != pg::kUndefinedTable || TopicExists(core, s, t.id)) {
-          throw;
-        }
-      }
-    }
+    // fails the whole statement at parse time), or one is broken. Per
+    // topic, so the others still report.
+    for (TopicInfo& t : chunk) ListOne(core, s, t, limit, out);
     return;
   }
   std::unordered_map<std::int64_t, int> rows;
@@ -297,9 +314,13 @@ void ListChunk(ClientCore& core, pg::Session s, std::span<TopicInfo> chunk,
       // statement's snapshot: destroyed, like the 42P01 case.
       continue;
     }
-    TopicStats stats = ParseStats(kListOp, t, r.get(), it->second, limit,
-                                  /*with_version=*/true);
-    out.push_back(TopicOverview{std::move(t), std::move(stats)});
+    try {
+      TopicStats stats = ParseStats(kListOp, t, r.get(), it->second, limit,
+                                    /*with_version=*/true);
+      out.push_back(TopicOverview{std::move(t), std::move(stats), {}});
+    } catch (const SchemaVersionMismatch& e) {
+      out.push_back(TopicOverview{std::move(t), {}, e.what()});
+    }
   }
 }
 
@@ -330,7 +351,8 @@ TopicStats GetTopicStats(ClientCore& core, const std::string& topic,
   ValidateStatsOptions(kOp, options);
   return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
     TopicOverview one{t, QueryStats(kOp, core, s, t, options.exact_count_limit,
-                                    /*with_version=*/false)};
+                                    /*with_version=*/false),
+                      {}};
     EstimateOverLimit(kOp, core, s, std::span(&one, 1),
                       options.exact_count_limit);
     return std::move(one.stats);

@@ -58,6 +58,10 @@ struct TopicStats {
 struct TopicOverview {
   TopicInfo info;
   TopicStats stats;
+  // Empty, or why this topic's stats could not be read (its tables are
+  // missing or altered, its baseline differs, no privilege on them); stats
+  // is then all zero. One broken topic never fails the listing.
+  std::string error;
 };
 
 namespace detail {
