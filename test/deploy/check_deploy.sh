@@ -75,23 +75,34 @@ for line in \
   'ExecStart=/usr/local/bin/compactiond run --config /etc/compactiond/compactiond.conf' \
   'ExecReload=/bin/kill -HUP $MAINPID' \
   'EnvironmentFile=-/etc/compactiond/credentials.env' \
+  'LoadCredential=pgpass:/etc/compactiond/pgpass' \
+  'Environment=PGPASSFILE=%d/pgpass' \
   'WatchdogSec=30s' \
   'Restart=on-failure'; do
   grep -qxF -- "$line" "$unit" || missing+=("$line")
 done
 if [[ ${#missing[@]} -eq 0 ]]; then
-  ok "compactiond.service carries the daemon contract (notify, watchdog, reload, credentials)"
+  ok "compactiond.service carries the daemon contract (notify, watchdog, reload, passfile credential)"
 else
   fail "compactiond.service lacks: ${missing[*]}"
 fi
-# PGPASSWORD= must only ever be an example placeholder, and no conninfo there
-# may embed a password.
-if grep -Eq '^PGPASSWORD=change-me$' "$deploy/systemd/credentials.env.example" &&
-  ! grep -Eiq 'password\s*=|://[^/@:]+:[^/@]+@' \
-    <(grep -v '^PGPASSWORD=' "$deploy/systemd/credentials.env.example"); then
-  ok "credentials.env.example: placeholder PGPASSWORD only"
+# The password reaches libpq through the passfile credential: neither the unit
+# nor the example environment file sets one (PGPASSWORD there is a commented
+# fallback), and no conninfo embeds a password or an sslpassword.
+secret_re='password\s*=|://[^/@:[:space:]]+:[^/@[:space:]]+@'
+leaks=$(grep -HnEi "$secret_re" "$unit" "$deploy/systemd/credentials.env.example" \
+  "$root/config/compactiond.conf" | grep -v ':[0-9]*:#' || true)
+if [[ -z $leaks ]] && ! grep -q '^PGPASSWORD' "$deploy/systemd/credentials.env.example"; then
+  ok "systemd files and config/compactiond.conf set no password (passfile by default)"
 else
-  fail "credentials.env.example: expected PGPASSWORD=change-me and no other password"
+  fail "a password is set outside the passfile"
+  show "$leaks"
+fi
+# The passfile example is one pgpass line with a placeholder password.
+if grep -Eq '^[^#:]+:[0-9*]+:[^:]+:[^:]+:change-me$' "$deploy/systemd/pgpass.example"; then
+  ok "pgpass.example: host:port:database:user:change-me"
+else
+  fail "pgpass.example: expected one pgpass line ending in :change-me"
 fi
 
 # --- Kubernetes and Prometheus YAML ----------------------------------------------

@@ -20,6 +20,9 @@ import yaml
 LISTEN_PORT = 9473
 CONFIG_DIR = "/etc/compactiond"
 CONFIG_FILE = CONFIG_DIR + "/compactiond.conf"
+# Pods allowed to reach the metrics port (networkpolicy.yaml documents them).
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
+MONITORING_NAMESPACE = {"kubernetes.io/metadata.name": "monitoring"}
 
 failures = 0
 
@@ -112,13 +115,93 @@ def check_container_hardening(label, pod, c):
           f"{where}: resources requests and limits (cpu, memory)", f"got {res}")
 
 
-def check_compactiond_common(label, pod, c, configmaps):
+def mount_of(container, path):
+    """The volumeMount of `container` whose mountPath holds `path`, or None."""
+    for m in container.get("volumeMounts") or []:
+        mp = (m.get("mountPath") or "").rstrip("/")
+        if mp and os.path.dirname(path) == mp:
+            return m
+    return None
+
+
+def secret_volume_mode_ok(volume):
+    """A Secret volume readable by its owner only: defaultMode 0400 and no item
+    mode with group or other bits (YAML 0400 is the integer 256)."""
+    secret = volume.get("secret") or {}
+    modes = [secret.get("defaultMode")] + [i.get("mode") for i in secret.get("items") or []
+                                           if "mode" in i]
+    return modes[0] == 0o400 and all(isinstance(m, int) and m & 0o077 == 0 for m in modes)
+
+
+def check_passfile(label, pod, c):
+    """PGPASSFILE names a file that comes from a Secret mounted 0400, either
+    directly or copied by an init container into an emptyDir; no PGPASSWORD."""
     where = f"{label} compactiond"
     env = env_of(c)
-    pw = env.get("PGPASSWORD") or {}
-    ref = (pw.get("valueFrom") or {}).get("secretKeyRef") or {}
-    check("value" not in pw and ref.get("name") and ref.get("key"),
-          f"{where}: PGPASSWORD from secretKeyRef", f"got {pw}")
+    check("PGPASSWORD" not in env, f"{where}: no PGPASSWORD (the passfile has it)",
+          f"got {env.get('PGPASSWORD')}")
+    path = (env.get("PGPASSFILE") or {}).get("value") or ""
+    mount = mount_of(c, path) if path.startswith("/") else None
+    check(bool(mount) and mount.get("readOnly") is True,
+          f"{where}: PGPASSFILE set to a file on a read-only mount", f"PGPASSFILE={path!r}")
+    volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    secrets = [v for v in volumes.values() if "secret" in v]
+    check(bool(secrets) and all(secret_volume_mode_ok(v) for v in secrets),
+          f"{label}: Secret volumes mounted with defaultMode 0400",
+          f"got {[(v.get('name'), v['secret'].get('defaultMode')) for v in secrets]}")
+    if not mount:
+        return
+    volume = volumes.get(mount.get("name")) or {}
+    if "secret" in volume:
+        check(True, f"{where}: passfile straight from a Secret volume")
+        return
+    # A copy: an init container that runs before compactiond reads a Secret
+    # volume and writes into this (memory-backed) emptyDir.
+    init = pod.get("initContainers") or []
+    order = [i for i, x in enumerate(init) if x is c]
+    before = init[:order[0]] if order else init
+    copiers = [x for x in before
+               if any(m.get("name") == mount.get("name") and not m.get("readOnly")
+                      for m in x.get("volumeMounts") or [])
+               and any("secret" in (volumes.get(m.get("name")) or {})
+                       for m in x.get("volumeMounts") or [])]
+    check((volume.get("emptyDir") or {}).get("medium") == "Memory" and bool(copiers),
+          f"{where}: passfile copied from the Secret into a memory emptyDir before it starts",
+          f"volume={volume} copiers={[x.get('name') for x in copiers]}")
+    # 0600 on the copy: the kubelet makes Secret files 0440 under an fsGroup,
+    # which libpq refuses, so the copy must set its own mode.
+    script = " ".join(str(a) for x in copiers
+                      for a in (x.get("command") or []) + (x.get("args") or []))
+    check(re.search(r"umask 0?077|install -m 0?600|chmod 0?600", script) is not None,
+          f"{where}: the passfile copy is made 0600", f"got {script!r}")
+    check((pod.get("securityContext") or {}).get("fsGroup") is not None,
+          f"{label}: fsGroup set, so the non-root copier can read the Secret")
+
+
+def check_tls(label, pod, c, configmaps):
+    """db in the mounted config uses sslmode=verify-full with an sslrootcert
+    that is mounted into the container."""
+    where = f"{label} compactiond"
+    conf = ""
+    volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    mount = mount_of(c, CONFIG_FILE)
+    if mount:
+        cm = (volumes.get(mount.get("name")) or {}).get("configMap", {}).get("name")
+        conf = (configmaps.get(cm) or {}).get("compactiond.conf", "")
+    db = " ".join(re.findall(r"^\s*db\s*=\s*(.*)$", conf, re.M))
+    check("sslmode=verify-full" in db.split(), f"{where}: db uses sslmode=verify-full",
+          f"db={db!r}")
+    root = re.search(r"\bsslrootcert=(\S+)", db)
+    root_mount = mount_of(c, root.group(1)) if root else None
+    check(bool(root_mount) and root_mount.get("readOnly") is True,
+          f"{where}: sslrootcert is a file on a read-only mount",
+          f"sslrootcert={root.group(1) if root else None}")
+
+
+def check_compactiond_common(label, pod, c, configmaps):
+    where = f"{label} compactiond"
+    check_passfile(label, pod, c)
+    check_tls(label, pod, c, configmaps)
 
     argv = list(c.get("command") or []) + list(c.get("args") or [])
     check(argv[:1] == ["/usr/local/bin/compactiond"] and
@@ -162,6 +245,9 @@ def check_kubernetes(directory):
                     if "PASSWORD" in str(e.get("name", "")).upper() and "value" in e:
                         leaks.append(f"{n}: env {e['name']} has a literal value")
     check(not leaks, "no password literal in any manifest", "; ".join(leaks))
+    weak = sorted({m for _, d in docs for s in strings(d)
+                   for m in re.findall(r"sslmode=(\w[\w-]*)", s) if m != "verify-full"})
+    check(not weak, "every sslmode in the manifests is verify-full", f"found {weak}")
 
     sidecars = 0
     workloads = {d["kind"] for _, d in docs}
@@ -231,6 +317,60 @@ def check_kubernetes(directory):
         job = [r for e in eps for r in e.get("relabelings") or []
                if r.get("targetLabel") == "job" and r.get("replacement") == "compactiond"]
         check(bool(job), "PodMonitor sets job=compactiond (alerts select on it)")
+
+    check_network_policies(docs, pod_labels)
+
+
+def rule_ports(rule):
+    """The ports an ingress rule opens: None for all of them."""
+    ports = rule.get("ports")
+    return None if not ports else [p.get("port") for p in ports]
+
+
+def is_prometheus_peer(peer):
+    ns = (peer.get("namespaceSelector") or {}).get("matchLabels") or {}
+    pods = (peer.get("podSelector") or {}).get("matchLabels") or {}
+    return (set(peer) == {"namespaceSelector", "podSelector"} and
+            MONITORING_NAMESPACE.items() <= ns.items() and PROMETHEUS_POD.items() <= pods.items())
+
+
+def check_network_policies(docs, sidecar_pod_labels):
+    """The metrics port of the sidecar pods is reachable from Prometheus only,
+    and the CronJob's pods take no ingress."""
+    policies = [d for _, d in docs if d["kind"] == "NetworkPolicy"]
+    check(bool(policies) and all(p["apiVersion"] == "networking.k8s.io/v1" for p in policies),
+          "NetworkPolicy shipped (networking.k8s.io/v1)")
+
+    def selecting(labels):
+        out = []
+        for p in policies:
+            spec = p.get("spec") or {}
+            sel = (spec.get("podSelector") or {}).get("matchLabels") or {}
+            if sel.items() <= labels.items() and "Ingress" in (spec.get("policyTypes") or []):
+                out.append(p)
+        return out
+
+    for labels in sidecar_pod_labels:
+        chosen = selecting(labels)
+        check(bool(chosen), "a NetworkPolicy (Ingress) selects the compactiond sidecar pods",
+              f"pod labels {labels}")
+        rules = [r for p in chosen for r in (p.get("spec") or {}).get("ingress") or []]
+        opening = [r for r in rules
+                   if rule_ports(r) is None or LISTEN_PORT in rule_ports(r)
+                   or "metrics" in rule_ports(r)]
+        check(bool(opening) and all(r.get("from") and all(is_prometheus_peer(x) for x in r["from"])
+                                    for r in opening),
+              f"port {LISTEN_PORT} admits only Prometheus pods "
+              f"({PROMETHEUS_POD} in namespace {MONITORING_NAMESPACE})", f"rules={opening}")
+
+    for _, _, meta, pod in pod_specs(docs):
+        if not any(is_compactiond(c) for c in pod.get("containers") or []):
+            continue
+        labels = meta.get("labels") or {}
+        chosen = selecting(labels)
+        open_rules = [r for p in chosen for r in (p.get("spec") or {}).get("ingress") or []]
+        check(bool(chosen) and not open_rules,
+              "a NetworkPolicy denies all ingress to the CronJob's pods", f"labels={labels}")
 
 
 def check_prometheus(directory, fixture):
