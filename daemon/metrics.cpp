@@ -121,7 +121,15 @@ struct MetricsProbe::Impl {
                        .Help("Unix time of the last successful statistics "
                              "refresh (0: none yet).")
                        .Register(*registry)
-                       .Add({})) {
+                       .Add({})),
+        stats_unreadable(prometheus::BuildGauge()
+                             .Name("compaction_stats_unreadable_topics")
+                             .Help("Registered topics whose statistics the "
+                                   "last refresh could not read (tables "
+                                   "missing or altered, another baseline, "
+                                   "no privilege); the log names them.")
+                             .Register(*registry)
+                             .Add({})) {
     prometheus::BuildGauge()
         .Name("compaction_build_info")
         .Help("Build information of compactiond; the value is always 1.")
@@ -151,6 +159,7 @@ struct MetricsProbe::Impl {
   prometheus::Family<prometheus::Gauge>& last_success;
   prometheus::Counter& stats_failures;
   prometheus::Gauge& stats_last;
+  prometheus::Gauge& stats_unreadable;
 
   mutable std::mutex mu;  // guards `series`
   std::map<std::string, TopicSeries> series;
@@ -259,6 +268,10 @@ void MetricsProbe::SweepSkipped(const std::string& topic) {
 void MetricsProbe::StatsRefreshed() { impl_->stats_last.Set(UnixNow()); }
 
 void MetricsProbe::StatsRefreshFailed() { impl_->stats_failures.Increment(); }
+
+void MetricsProbe::SetStatsUnreadable(std::int64_t topics) {
+  impl_->stats_unreadable.Set(static_cast<double>(topics));
+}
 
 std::string MetricsProbe::Serialize() const {
   // Collect() takes the registry's own locks; our mutex is not needed, and

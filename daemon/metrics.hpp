@@ -44,6 +44,8 @@ class MetricsProbe {
 
   void StatsRefreshed();
   void StatsRefreshFailed();
+  // How many topics the last refresh could not read (TopicOverview::error).
+  void SetStatsUnreadable(std::int64_t topics);
 
   // The registry in the Prometheus text exposition format.
   std::string Serialize() const;

@@ -36,7 +36,9 @@ void StatsCache::Publish(
     LogInfo("stats", "refresh recovered", {{"failures", failures_in_a_row_}});
   }
   failures_in_a_row_ = 0;
+  ReportUnreadable(*outcome.value);
   for (const compaction::TopicOverview& t : *outcome.value) {
+    if (!t.error.empty()) continue;
     // Series exist only for topics the scheduler knows, so a topic destroyed
     // between the two queries does not come back.
     if (!probe_.HasTopic(t.info.name)) continue;
@@ -45,6 +47,26 @@ void StatsCache::Publish(
                        t.stats.oldest_headless_age);
   }
   probe_.StatsRefreshed();
+}
+
+void StatsCache::ReportUnreadable(
+    const std::vector<compaction::TopicOverview>& topics) {
+  std::set<std::string> now;
+  for (const compaction::TopicOverview& t : topics) {
+    if (t.error.empty()) continue;
+    now.insert(t.info.name);
+    if (unreadable_.count(t.info.name) == 0) {
+      LogWarn("stats", "topic statistics unreadable",
+              {{"topic", t.info.name}, {"error", t.error}});
+    }
+  }
+  for (const std::string& name : unreadable_) {
+    if (now.count(name) == 0) {
+      LogInfo("stats", "topic statistics readable again", {{"topic", name}});
+    }
+  }
+  unreadable_ = std::move(now);
+  probe_.SetStatsUnreadable(static_cast<std::int64_t>(unreadable_.size()));
 }
 
 }  // namespace compactiond

@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <set>
+#include <string>
 #include <vector>
 
 #include <compaction/options.hpp>
@@ -36,11 +38,15 @@ class StatsCache {
 
  private:
   void Publish(Outcome<std::vector<compaction::TopicOverview>>& outcome);
+  // Counts and logs the topics whose stats could not be read; a topic is
+  // logged when it breaks and when it recovers, not at every refresh.
+  void ReportUnreadable(const std::vector<compaction::TopicOverview>& topics);
 
   MetricsProbe& probe_;
   std::atomic<std::int64_t> exact_count_limit_;  // before job_: it reads it
   PeriodicJob<std::vector<compaction::TopicOverview>> job_;
   int failures_in_a_row_ = 0;
+  std::set<std::string> unreadable_;  // topics whose last refresh failed
 };
 
 }  // namespace compactiond

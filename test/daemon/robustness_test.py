@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""The real compactiond against hostile or broken database state.
+
+  robustness_test.py --binary PATH --repo ROOT TEST
+
+search_path_traps: another role planted look-alikes of the built-in
+functions and operators (test/support/traps.sql) in a schema the database's
+search_path puts before pg_catalog and in public; no trap may run in any of
+the daemon's sessions (DESIGN.md section 9).
+broken_topic: a topic whose tables were dropped or altered by hand never
+takes the other topics' statistics down; it is counted and logged.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (Daemon, TestFailure, check, drop_schema,  # noqa: E402
+                     headless_count, insert_headless, log, psql, register,
+                     run_cli, scalar, setup_schema, wait_for)
+
+ARGS = None
+
+
+def run_args(schema, app, *extra):
+    return ["run", "--schema", schema, "--listen", "127.0.0.1:0",
+            "--application-name", app, "--min-interval", "1s",
+            "--stats-interval", "500ms", *extra]
+
+
+# --- trap functions on the search path ----------------------------------------
+
+def trap_hits(env):
+    return int(scalar("SELECT CASE WHEN is_called THEN last_value ELSE 0 END"
+                      " FROM public.trap_hits", env))
+
+
+def test_search_path_traps():
+    db = f"traps_{os.getpid()}"
+    schema = "compaction"
+    app = f"cd_traps_{os.getpid()}"
+    psql(f"CREATE DATABASE {db}")
+    daemon = None
+    # The daemon and its CLI see the trapped database as any session would;
+    # the test's own psql pins search_path, so its setup SQL is not trapped.
+    env = dict(os.environ, PGDATABASE=db)
+    setup_env = dict(env, PGOPTIONS="-c search_path=pg_catalog")
+    try:
+        with open(os.path.join(ARGS.repo, "test/support/traps.sql")) as f:
+            traps = f.read()
+        psql(traps, setup_env)
+        # Armed: an ordinary session calls the planted now().
+        psql("SELECT now()", env, check_rc=False)
+        armed = trap_hits(setup_env)
+        check(armed == 1, f"the traps are not armed (hits {armed})")
+
+        for args in (["schema", "install"],
+                     ["topic", "register", "trapped", "--headless-ttl", "1s"],
+                     ["topic", "register", "other", "--headless-ttl", "1h"]):
+            r = run_cli(ARGS.binary, args + ["--schema", schema], env)
+            check(r.returncode == 0, f"{args} failed: {r.stderr}")
+        tid = int(scalar(f"SELECT id FROM {schema}.topic WHERE name = "
+                         "'trapped'", setup_env))
+        insert_headless(schema, tid, 30, env=setup_env)
+        for args in (["sweep", "--once"], ["stats"], ["stats", "--json"],
+                     ["topic", "list"], ["topic", "list", "--json"]):
+            r = run_cli(ARGS.binary, args + ["--schema", schema], env)
+            check(r.returncode == 0, f"{args} failed: {r.stderr}")
+        check(headless_count(schema, tid, setup_env) == 0,
+              "sweep --once left expired rows")
+
+        insert_headless(schema, tid, 30, env=setup_env, prefix="again")
+        daemon = Daemon(ARGS.binary, run_args(schema, app), env=env,
+                        name="traps").start()
+        daemon.wait_ready()
+        wait_for(lambda: headless_count(schema, tid, setup_env) == 0, 20,
+                 "the running daemon to sweep")
+        # A registration seen through LISTEN, then a stats refresh of it.
+        r = run_cli(ARGS.binary, ["topic", "register", "late", "--schema",
+                                  schema], env)
+        check(r.returncode == 0, f"late register failed: {r.stderr}")
+        wait_for(lambda: daemon.metric("compaction_headless_rows",
+                                       topic="late") is not None, 20,
+                 "the late topic's series")
+        daemon.stop()
+        hits = trap_hits(setup_env)
+        check(hits == armed, f"{hits - armed} trap calls in the daemon's "
+              "sessions:\n" + daemon.log_text()[-3000:])
+        log(f"FIGURE search_path traps: 0 calls (armed check: {armed})")
+    finally:
+        if daemon:
+            daemon.stop()
+        psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)", check_rc=False)
+
+
+# --- a broken topic -----------------------------------------------------------
+
+def test_broken_topic():
+    schema = f"d_broken_{os.getpid()}"
+    app = f"cd_broken_{os.getpid()}"
+    setup_schema(ARGS.binary, schema)
+    daemon = None
+    try:
+        ids = {n: register(ARGS.binary, schema, n, "1h")
+               for n in ("healthy", "dropped", "altered")}
+        for n, tid in ids.items():
+            insert_headless(schema, tid, 5, age_sql="interval '1 minute'")
+        daemon = Daemon(ARGS.binary, run_args(schema, app),
+                        name="broken").start()
+        daemon.wait_ready()
+        wait_for(lambda: daemon.metric("compaction_headless_rows",
+                                       topic="healthy") == 5, 15,
+                 "the first stats")
+        check(daemon.metric("compaction_stats_unreadable_topics") == 0,
+              "unreadable topics before any breakage")
+
+        psql(f'DROP TABLE "{schema}".compaction_head_{ids["dropped"]}')
+        psql(f'ALTER TABLE "{schema}".compaction_head_{ids["altered"]} '
+             "DROP COLUMN idle_since")
+        psql(f"""INSERT INTO "{schema}".topic (name) VALUES ('typed-in')""")
+        insert_headless(schema, ids["healthy"], 7, prefix="more",
+                        age_sql="interval '1 minute'")
+        wait_for(lambda: daemon.metric("compaction_headless_rows",
+                                       topic="healthy") == 12, 15,
+                 "the healthy topic's stats to keep updating")
+        wait_for(lambda: daemon.metric(
+            "compaction_stats_unreadable_topics") == 3, 15,
+            "three unreadable topics counted")
+        failures = daemon.metric("compaction_stats_refresh_failures_total")
+        check(failures == 0, f"{failures} whole-refresh failures")
+        lines = [line for line in daemon.log_lines()
+                 if "msg=\"topic statistics unreadable\"" in line]
+        named = {n for n in ("dropped", "altered", "typed-in")
+                 if any(f"topic={n} " in line for line in lines)}
+        check(named == {"dropped", "altered", "typed-in"},
+              f"unreadable topics logged: {named}")
+        # Logged once each, not at every refresh.
+        time.sleep(1.5)
+        again = [line for line in daemon.log_lines()
+                 if "msg=\"topic statistics unreadable\"" in line]
+        check(len(again) == 3, f"{len(again)} unreadable-topic log lines")
+
+        # Repaired (the typed-in row removed): counted down, logged.
+        psql(f"""DELETE FROM "{schema}".topic WHERE name = 'typed-in'""")
+        wait_for(lambda: daemon.metric(
+            "compaction_stats_unreadable_topics") == 2, 15,
+            "the count to follow a repair")
+    finally:
+        if daemon:
+            daemon.stop()
+        drop_schema(schema)
+
+
+TESTS = {
+    "search_path_traps": test_search_path_traps,
+    "broken_topic": test_broken_topic,
+}
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--binary", required=True)
+    p.add_argument("--repo", required=True)
+    p.add_argument("test", choices=sorted(TESTS))
+    ARGS = p.parse_args()
+    t = time.monotonic()
+    try:
+        TESTS[ARGS.test]()
+    except TestFailure as e:
+        print(f"FAIL {ARGS.test}: {e}", flush=True)
+        for d in Daemon.instances:
+            print(f"--- log of {d.name} (last 60 lines)")
+            print("\n".join(d.log_lines()[-60:]), flush=True)
+        return 1
+    print(f"PASS {ARGS.test} ({time.monotonic() - t:.1f}s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
