@@ -11,6 +11,9 @@ foreach(input IN LISTS INPUTS)
   if(NOT clash EQUAL -1)
     message(FATAL_ERROR "${input} contains the raw-string delimiter )sql\"")
   endif()
+  # The extern declaration gives the constant external linkage even when
+  # sql_text.hpp does not declare it.
+  string(APPEND body "extern const std::string_view k_${name};\n")
   string(APPEND body "const std::string_view k_${name} = R\"sql(${text})sql\";\n")
 endforeach()
 string(APPEND body "}  // namespace compaction::sql\n")

@@ -1,18 +1,46 @@
 -- System baseline v1 of libcompaction.
 --
--- {schema} stands for the quoted schema identifier (default "compaction");
--- the library substitutes it and runs this file in one transaction.
--- Pre-v1 this baseline is edited in place: recreate an existing database.
+-- Placeholders, substituted by the library in one pass (none is spelled
+-- out in a comment: a substituted value could span lines):
+--   schema       (in braces) the quoted schema identifier, "compaction"
+--   schema_name  (in braces) the schema name as a string literal
+--   topic_v1     (in braces) the text of sql/topic_v1.sql as a string
+--                literal, its own placeholders left for register_topic
+-- The library runs this file in one transaction. Pre-v1 this baseline is
+-- edited in place: recreate an existing database.
+--
+-- Nothing here depends on the caller's search_path: every function is
+-- qualified with pg_catalog, and the setting below pins the path for the
+-- rest of this transaction, so the operators in the CHECKs and defaults
+-- resolve (once, at creation) to the built-in ones.
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 
-CREATE SCHEMA IF NOT EXISTS {schema};
+-- A DBA may have created the schema already (and granted us only CREATE on
+-- it): CREATE SCHEMA IF NOT EXISTS would still need CREATE on the database.
+DO $create_schema$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace
+                 WHERE nspname = {schema_name}::name) THEN
+    CREATE SCHEMA {schema};
+  END IF;
+END
+$create_schema$;
 
 -- One row per registered topic. Generated tables are named after `id` only.
+-- The CHECKs repeat the library's validation (lib/src/validate.cpp), so a
+-- row typed in by hand is refused too: a name of 1-100 characters a-z 0-9 .
+-- _ - starting with a letter or digit, and a TTL of at most 36,500 days.
 CREATE TABLE IF NOT EXISTS {schema}.topic (
   id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  name            text NOT NULL UNIQUE,
-  headless_ttl_ms bigint NOT NULL DEFAULT 3600000 CHECK (headless_ttl_ms > 0),
-  created_at      timestamptz NOT NULL DEFAULT now(),
-  updated_at      timestamptz NOT NULL DEFAULT now()
+  name            text NOT NULL UNIQUE
+                  CONSTRAINT topic_name_valid CHECK (
+                    name COLLATE "C" ~ '^[a-z0-9][a-z0-9._-]{0,99}$'::text),
+  headless_ttl_ms bigint NOT NULL DEFAULT 3600000
+                  CONSTRAINT topic_headless_ttl_ms_range CHECK (
+                    headless_ttl_ms > 0::bigint
+                    AND headless_ttl_ms <= 3153600000000::bigint),
+  created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
 -- Baseline versions: topic_id NULL is the system baseline, otherwise the
@@ -20,7 +48,7 @@ CREATE TABLE IF NOT EXISTS {schema}.topic (
 CREATE TABLE IF NOT EXISTS {schema}.schema_version (
   topic_id     bigint REFERENCES {schema}.topic (id) ON DELETE CASCADE,
   version      integer NOT NULL,
-  installed_at timestamptz NOT NULL DEFAULT now(),
+  installed_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
   CONSTRAINT schema_version_subject UNIQUE NULLS NOT DISTINCT (topic_id)
 );
 
@@ -39,3 +67,77 @@ CREATE TABLE IF NOT EXISTS {schema}.janitor_state (
   total_deleted_rows     bigint NOT NULL DEFAULT 0,
   last_error             text
 );
+
+-- Grants the roles of sql/roles_v1.sql their privileges on one topic's
+-- tables. A no-op until roles_v1.sql replaces it with the real grants.
+CREATE OR REPLACE FUNCTION {schema}.grant_topic(p_topic_id bigint)
+  RETURNS void
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $grant_topic$
+BEGIN
+END
+$grant_topic$;
+
+-- Topic registration: upserts the topic row and, when it is new, creates
+-- its tables from the topic baseline, records their version, adds the
+-- janitor bookkeeping row and grants the shipped roles their privileges.
+-- SECURITY DEFINER: it runs as its owner (the owner role, once
+-- roles_v1.sql ran), so a role allowed to EXECUTE it registers topics
+-- without any DDL privilege of its own. Its search_path is pinned, so no
+-- object a caller planted anywhere can stand in for ours.
+--
+-- A concurrent registration of the same name waits on the topic's unique
+-- index and then takes the update branch, so the DDL runs once.
+-- `version` is the recorded topic baseline version (NULL when missing):
+-- the library refuses a topic at another version.
+CREATE OR REPLACE FUNCTION {schema}.register_topic(p_name text,
+                                                   p_headless_ttl_ms bigint)
+  RETURNS TABLE (id bigint, name text, headless_ttl_ms bigint,
+                 inserted boolean, version integer)
+  LANGUAGE plpgsql
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $register_topic$
+#variable_conflict use_column
+DECLARE
+  -- The topic baseline with its placeholders: {id} is replaced first (a
+  -- number), then the schema, so a schema name containing "{id}" stays
+  -- intact. The second token is spelled in two pieces so that the
+  -- install-time substitution of this file leaves it alone.
+  v_template CONSTANT text := {topic_v1};
+  v_schema CONSTANT text := pg_catalog.quote_ident({schema_name}::text);
+BEGIN
+  INSERT INTO {schema}.topic AS t (name, headless_ttl_ms)
+  VALUES (p_name, p_headless_ttl_ms)
+  ON CONFLICT (name) DO UPDATE
+    SET headless_ttl_ms = excluded.headless_ttl_ms,
+        updated_at = pg_catalog.now()
+  RETURNING t.id, t.name, t.headless_ttl_ms, t.xmax = '0'::xid
+  INTO id, name, headless_ttl_ms, inserted;
+  IF inserted THEN
+    EXECUTE pg_catalog.replace(
+      pg_catalog.replace(v_template, '{id}'::text, id::text),
+      pg_catalog.concat('{', 'schema}'), v_schema);
+    version := 1;
+    INSERT INTO {schema}.schema_version (topic_id, version)
+    VALUES (id, version);
+    INSERT INTO {schema}.janitor_state (topic_id) VALUES (id);
+    PERFORM {schema}.grant_topic(id);
+  ELSE
+    SELECT v.version INTO version
+    FROM {schema}.schema_version v WHERE v.topic_id = id;
+  END IF;
+  -- Tells LISTENing daemons that the topic set changed; sent on commit.
+  PERFORM pg_catalog.pg_notify('compaction_topics',
+    pg_catalog.json_build_object('schema', {schema_name}::text,
+                                 'topic', name,
+                                 'event', 'registered'::text)::text);
+  RETURN NEXT;
+END
+$register_topic$;
+
+-- Functions are executable by PUBLIC by default; registration is granted
+-- explicitly (to the application role by roles_v1.sql).
+REVOKE ALL ON FUNCTION {schema}.register_topic(text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION {schema}.grant_topic(bigint) FROM PUBLIC;

@@ -1,23 +1,66 @@
-// The system baseline: installation and the version gate.
+// The system baseline: installation and the version gate; the shipped
+// least-privilege roles.
 #include "schema.hpp"
+
+#include <algorithm>
 
 #include "compaction/client.hpp"
 #include "pg/sqlstate.hpp"
 #include "sql_text.hpp"
 #include "tx_internal.hpp"
 
+namespace compaction::sql {
+// Declared here until sql_text.hpp lists it with the other baselines.
+extern const std::string_view k_roles_v1;
+}  // namespace compaction::sql
+
 namespace compaction::detail {
 namespace {
 
-std::string SystemBaseline(const ClientCore& core) {
-  return sql::Render(sql::k_system_v1, {{"{schema}", core.schema()}});
+// The baselines put the schema inside dollar-quoted function and DO bodies,
+// where a '$' of the name could end the quoting early.
+void ValidateInstallableSchema(const ClientCore& core, const char* operation) {
+  if (core.options().schema.find('$') != std::string::npos) {
+    throw InvalidArgument(operation,
+                          "schema name must not contain '$' to be installed");
+  }
 }
 
-// Errors a concurrent installer can cause us: both pass IF NOT EXISTS and
-// one loses on the catalog's unique index.
+std::string SystemBaseline(const ClientCore& core, PGconn* conn) {
+  return sql::Render(
+      sql::k_system_v1,
+      {{"{schema}", core.schema()},
+       {"{schema_name}", pg::QuoteLiteral(conn, core.options().schema)},
+       {"{topic_v1}", pg::QuoteLiteral(conn, std::string(sql::k_topic_v1))}});
+}
+
+// Errors a concurrent installer can cause us: both pass IF NOT EXISTS (or
+// a pg_namespace / pg_roles check) and one loses on the catalog's unique
+// index.
 bool IsInstallRace(const DatabaseError& e) {
   return e.sqlstate() == pg::kUniqueViolation || e.sqlstate() == "42P06" ||
          e.sqlstate() == "42P07" || e.sqlstate() == "42710";
+}
+
+template <class F>
+void RetryingInstallRace(F&& once) {
+  try {
+    once();
+  } catch (const DatabaseError& e) {
+    if (!IsInstallRace(e)) throw;
+    once();  // the winner has committed: this sees its work
+  }
+}
+
+// Throws unless the system baseline this library expects is installed.
+void RequireInstalled(ClientCore& core, pg::Session session,
+                      const char* operation) {
+  const int found =
+      InstalledSystemVersion(core, session, operation).value_or(0);
+  if (found != kSystemBaselineVersion) {
+    throw SchemaVersionMismatch(operation, "schema " + core.schema(), found,
+                                kSystemBaselineVersion);
+  }
 }
 
 void InstallOnce(ClientCore& core) {
@@ -32,23 +75,63 @@ void InstallOnce(ClientCore& core) {
     }
     return;  // already installed: the Tx rolls back nothing
   }
-  pg::ExecScript(session.conn, kOp, SystemBaseline(core));
+  pg::ExecScript(session.conn, kOp, SystemBaseline(core, session.conn));
   pg::Exec(session, kOp,
            "INSERT INTO " + core.schema() +
-               ".schema_version (topic_id, version) VALUES (NULL, $1)",
+               ".schema_version (topic_id, version) VALUES (NULL, $1::int)",
            pg::Params().Add(kSystemBaselineVersion));
+  tx.Commit();
+}
+
+bool IsRoleChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// Plain lowercase names: no quoting surprises for the DBA who grants them,
+// and safe to spell inside the literals and bodies of roles_v1.sql.
+std::string ValidRoleName(const char* operation, const std::string& name) {
+  const bool plain = !name.empty() && name.size() <= 63 &&
+                     !(name[0] >= '0' && name[0] <= '9') &&
+                     name.rfind("pg_", 0) != 0 &&
+                     std::all_of(name.begin(), name.end(), IsRoleChar);
+  if (!plain) {
+    throw InvalidArgument(
+        operation,
+        "role name \"" + name.substr(0, 70) +
+            "\" must be 1-63 characters of a-z, 0-9, '_', not start with a "
+            "digit or \"pg_\" (choose a role prefix)");
+  }
+  return name;
+}
+
+void InstallRolesOnce(ClientCore& core, const RoleNames& names) {
+  constexpr const char* kOp = "InstallRoles";
+  Tx tx = BeginTx(core);
+  const pg::Session session = tx.state().session();
+  RequireInstalled(core, session, kOp);
+  // The names are plain (ValidRoleName), so quoting cannot fail or differ.
+  auto quoted = [](const std::string& role) { return "\"" + role + "\""; };
+  pg::ExecScript(
+      session.conn, kOp,
+      sql::Render(sql::k_roles_v1,
+                  {{"{schema}", core.schema()},
+                   {"{schema_name}",
+                    pg::QuoteLiteral(session.conn, core.options().schema)},
+                   {"{owner_role}", quoted(names.owner)},
+                   {"{app_role}", quoted(names.app)},
+                   {"{janitor_role}", quoted(names.janitor)},
+                   {"{monitor_role}", quoted(names.monitor)}}));
   tx.Commit();
 }
 
 }  // namespace
 
-std::optional<int> InstalledSystemVersion(ClientCore& core,
-                                          pg::Session session,
+std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
                                           const char* operation) {
   // to_regclass answers NULL instead of failing, so this never aborts the
   // surrounding transaction.
   pg::Result exists = pg::Exec(
-      session, operation, "SELECT to_regclass($1) IS NOT NULL",
+      session, operation, "SELECT pg_catalog.to_regclass($1::text) IS NOT NULL",
       pg::Params().Add(core.schema() + ".schema_version"));
   if (!pg::Bool(exists.get(), 0, 0)) return std::nullopt;
   pg::Result r = pg::Exec(session, operation,
@@ -59,12 +142,23 @@ std::optional<int> InstalledSystemVersion(ClientCore& core,
 }
 
 void InstallSchema(ClientCore& core) {
-  try {
-    InstallOnce(core);
-  } catch (const DatabaseError& e) {
-    if (!IsInstallRace(e)) throw;
-    InstallOnce(core);  // the winner has committed: this sees it installed
-  }
+  ValidateInstallableSchema(core, "InstallSchema");
+  RetryingInstallRace([&] { InstallOnce(core); });
+}
+
+RoleNames RoleNamesFor(const ClientCore& core, const std::string& prefix) {
+  constexpr const char* kOp = "InstallRoles";
+  const std::string base = prefix.empty() ? core.options().schema : prefix;
+  return RoleNames{ValidRoleName(kOp, base + "_owner"),
+                   ValidRoleName(kOp, base + "_app"),
+                   ValidRoleName(kOp, base + "_janitor"),
+                   ValidRoleName(kOp, base + "_monitor")};
+}
+
+void InstallRoles(ClientCore& core, const std::string& prefix) {
+  ValidateInstallableSchema(core, "InstallRoles");
+  const RoleNames names = RoleNamesFor(core, prefix);
+  RetryingInstallRace([&] { InstallRolesOnce(core, names); });
 }
 
 }  // namespace compaction::detail

@@ -1,18 +1,17 @@
 // Topic registry: registration, lookup, listing and removal.
 #include "topics.hpp"
 
+#include <chrono>
+
 #include "compaction/client.hpp"
-#include "sql_text.hpp"
 #include "tx_internal.hpp"
 #include "validate.hpp"
 
 namespace compaction::detail {
 namespace {
 
-std::string TopicBaseline(const ClientCore& core, std::int64_t id) {
-  return sql::Render(sql::k_topic_v1,
-                     {{"{schema}", core.schema()}, {"{id}", std::to_string(id)}});
-}
+// How long Destroy waits for the locks it needs.
+constexpr std::chrono::milliseconds kDestroyLockTimeout{5000};
 
 TopicInfo ParseTopic(const PGresult* r, int row) {
   return TopicInfo{pg::Int64(r, row, 0), std::string(pg::Text(r, row, 1)),
@@ -23,8 +22,9 @@ TopicInfo ParseTopic(const PGresult* r, int row) {
 void CheckTopicVersion(const char* operation, const TopicInfo& topic,
                        int found) {
   if (found != kTopicBaselineVersion) {
-    throw SchemaVersionMismatch(operation, "topic \"" + topic.name + "\" baseline",
-                                found, kTopicBaselineVersion);
+    throw SchemaVersionMismatch(operation,
+                                "topic \"" + topic.name + "\" baseline", found,
+                                kTopicBaselineVersion);
   }
 }
 
@@ -32,10 +32,13 @@ void CheckTopicVersion(const char* operation, const TopicInfo& topic,
 void NotifyTopicChange(ClientCore& core, pg::Session session,
                        const std::string& name, const char* event) {
   pg::Exec(session, "NotifyTopicChange",
-           "SELECT pg_notify('compaction_topics', json_build_object("
-           "'schema', $1::text, 'topic', $2::text, 'event', $3::text)::text)",
-           pg::Params().Add(core.options().schema).Add(name).Add(
-               std::string(event)));
+           "SELECT pg_catalog.pg_notify('compaction_topics', "
+           "pg_catalog.json_build_object('schema', $1::text, 'topic', "
+           "$2::text, 'event', $3::text)::text)",
+           pg::Params()
+               .Add(core.options().schema)
+               .Add(name)
+               .Add(std::string(event)));
 }
 
 }  // namespace
@@ -60,7 +63,7 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
                  "SELECT t.id, t.name, t.headless_ttl_ms, v.version FROM " +
                      core.schema() + ".topic t LEFT JOIN " + core.schema() +
                      ".schema_version v ON v.topic_id = t.id "
-                     "WHERE t.name = $1",
+                     "WHERE t.name = $1::text",
                  pg::Params().Add(name));
   } catch (const DatabaseError& e) {
     RethrowSchemaMissing(core, operation, e);
@@ -79,42 +82,27 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
   constexpr const char* kOp = "Register";
   ValidateTopicName(kOp, name);
   ValidateHeadlessTtl(kOp, config.headless_ttl);
-  Tx tx = BeginTx(core);
-  const pg::Session session = tx.state().session();
-  // A concurrent registration of the same name waits on the unique index
-  // here and then takes the update branch, so the DDL below runs once.
-  pg::Result r = pg::Exec(
-      session, kOp,
-      "INSERT INTO " + core.schema() +
-          ".topic AS t (name, headless_ttl_ms) VALUES ($1, $2) "
-          "ON CONFLICT (name) DO UPDATE SET headless_ttl_ms = "
-          "excluded.headless_ttl_ms, updated_at = now() "
-          "RETURNING t.id, t.name, t.headless_ttl_ms, (t.xmax = 0) AS inserted",
-      pg::Params().Add(name).Add(
-          static_cast<std::int64_t>(config.headless_ttl.count())));
+  // One statement, for every caller: register_topic (sql/system_v1.sql)
+  // upserts the row, creates a new topic's tables, grants the shipped roles
+  // and notifies, as the schema's owner, so a role allowed to execute it
+  // registers without any DDL privilege of its own.
+  pg::Result r = WithConnection(core, kOp, [&](pg::Session s) {
+    try {
+      return pg::Exec(
+          s, kOp,
+          "SELECT id, name, headless_ttl_ms, inserted, version FROM " +
+              core.schema() + ".register_topic($1::text, $2::bigint)",
+          pg::Params().Add(name).Add(
+              static_cast<std::int64_t>(config.headless_ttl.count())));
+    } catch (const DatabaseError& e) {
+      RethrowSchemaMissing(core, kOp, e);
+    }
+  });
   TopicInfo topic = ParseTopic(r.get(), 0);
-  if (pg::Bool(r.get(), 0, 3)) {
-    pg::ExecScript(session.conn, kOp, TopicBaseline(core, topic.id));
-    pg::Exec(session, kOp,
-             "INSERT INTO " + core.schema() +
-                 ".schema_version (topic_id, version) VALUES ($1, $2)",
-             pg::Params().Add(topic.id).Add(kTopicBaselineVersion));
-    pg::Exec(session, kOp,
-             "INSERT INTO " + core.schema() +
-                 ".janitor_state (topic_id) VALUES ($1)",
-             pg::Params().Add(topic.id));
-  } else {
-    pg::Result v = pg::Exec(session, kOp,
-                            "SELECT version FROM " + core.schema() +
-                                ".schema_version WHERE topic_id = $1",
-                            pg::Params().Add(topic.id));
-    CheckTopicVersion(kOp, topic,
-                      PQntuples(v.get()) == 0
-                          ? 0
-                          : static_cast<int>(pg::Int64(v.get(), 0, 0)));
-  }
-  NotifyTopicChange(core, session, name, "registered");
-  tx.Commit();
+  CheckTopicVersion(kOp, topic,
+                    pg::IsNull(r.get(), 0, 4)
+                        ? 0
+                        : static_cast<int>(pg::Int64(r.get(), 0, 4)));
   core.CacheTopic(topic);
   return topic;
 }
@@ -124,15 +112,22 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
   ValidateTopicName(kOp, name);
   Tx tx = BeginTx(core);
   const pg::Session session = tx.state().session();
-  pg::Result r = pg::Exec(
+  // DROP TABLE waits for every transaction that touched the tables, and
+  // every later statement on them queues behind it: behind a long
+  // transaction, fail with LockTimeout instead of stalling the topic.
+  pg::Exec(
       session, kOp,
-      "DELETE FROM " + core.schema() + ".topic WHERE name = $1 RETURNING id",
-      pg::Params().Add(name));
+      "SELECT pg_catalog.set_config('lock_timeout', $1::text, true)",
+      pg::Params().Add(std::to_string(kDestroyLockTimeout.count()) + "ms"));
+  pg::Result r = pg::Exec(session, kOp,
+                          "DELETE FROM " + core.schema() +
+                              ".topic WHERE name = $1::text RETURNING id",
+                          pg::Params().Add(name));
   if (PQntuples(r.get()) == 0) throw TopicNotFound(kOp, name);
   const std::int64_t id = pg::Int64(r.get(), 0, 0);
-  pg::ExecScript(session.conn, kOp,
-                 "DROP TABLE " + core.HeadTable(id) + ", " +
-                     core.MessageTable(id));
+  pg::ExecScript(
+      session.conn, kOp,
+      "DROP TABLE " + core.HeadTable(id) + ", " + core.MessageTable(id));
   NotifyTopicChange(core, session, name, "destroyed");
   tx.Commit();
   core.ForgetTopic(name);

@@ -118,3 +118,39 @@ TEST_CASE("listing topics of an uninstalled schema says it is not installed") {
   CHECK_THROWS_AS(client.ListTopics(), compaction::SchemaVersionMismatch);
   CHECK_THROWS_AS(client.ListTopicStats(), compaction::SchemaVersionMismatch);
 }
+
+TEST_CASE("a topic row typed in by hand is held to the library's rules") {
+  LiveDb db;
+  const std::string insert = "INSERT INTO " + db.QuotedSchema() + ".topic (name, headless_ttl_ms) VALUES ";
+  for (const std::string& values : std::vector<std::string>{
+       "('Upper', 1000)", "('', 1000)", "('-lead', 1000)", "('.lead', 1000)", "('with space', 1000)",
+        "('semi;colon', 1000)", "('" + std::string(101, 'a') + "', 1000)", "('caf\u00e9', 1000)",
+        "('ok', 0)", "('ok', -1)", "('ok', 3153600000001)"}) {
+    INFO(values);
+    CHECK(db.raw().TryExec(insert + values) == "23514");
+  }
+  for (const std::string& values : std::vector<std::string>{
+       "('" + std::string(100, 'a') + "', 1)", "('0.a_b-c', 3153600000000)"}) {
+    INFO(values);
+    CHECK(db.raw().TryExec(insert + values) == "");
+  }
+}
+
+TEST_CASE("Destroy behind a long transaction fails with LockTimeout instead of hanging") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("busy");
+  topic.Register();
+  testing::RawConn reader;
+  reader.Query("BEGIN");
+  reader.Query("SELECT count(*) FROM " + db.MessageTable("busy"));  // holds ACCESS SHARE
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(topic.Destroy(), compaction::LockTimeout);
+  const auto waited = std::chrono::steady_clock::now() - started;
+  CHECK(waited >= std::chrono::seconds(4));
+  CHECK(waited < std::chrono::seconds(30));
+  // Nothing was destroyed, and the client's connection is usable.
+  CHECK(db.client().ListTopics().size() == 1);
+  reader.Query("COMMIT");
+  CHECK_NOTHROW(topic.Destroy());
+  CHECK(db.client().ListTopics().empty());
+}

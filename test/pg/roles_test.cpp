@@ -1,0 +1,313 @@
+// The shipped least-privilege roles (sql/roles_v1.sql) and installation
+// into a schema a DBA created: each role does its job through the library
+// and is refused (42501) what it must not do.
+//
+// Roles are cluster-wide: they are named after the test's own schema
+// (t_<pid>_<n>_owner, ...) and dropped at the end of each test.
+#include <libpq-fe.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "live_db.hpp"
+
+// Until Client::InstallRoles is public: the library entry point behind it
+// (lib/src/schema.hpp).
+namespace compaction::detail {
+void InstallRoles(ClientCore& core, const std::string& prefix);
+}  // namespace compaction::detail
+
+using testing::Counter;
+using testing::LiveDb;
+
+namespace {
+
+constexpr std::string_view kInsufficientPrivilege = "42501";
+
+// A connection as `user` (the rest from the PG* variables): runs one
+// statement and answers its SQLSTATE ("" on success).
+class RoleConn {
+ public:
+  explicit RoleConn(const std::string& user)
+      : conn_(PQconnectdb(("user=" + user).c_str())) {
+    REQUIRE(PQstatus(conn_) == CONNECTION_OK);
+  }
+  ~RoleConn() { PQfinish(conn_); }
+  RoleConn(const RoleConn&) = delete;
+  RoleConn& operator=(const RoleConn&) = delete;
+
+  std::string State(const std::string& sql) {
+    PGresult* r = PQexec(conn_, sql.c_str());
+    const auto status = PQresultStatus(r);
+    std::string state;
+    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+      const char* s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      state = s ? s : "?????";
+    }
+    PQclear(r);
+    return state;
+  }
+
+ private:
+  PGconn* conn_;
+};
+
+std::string SqlStateOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const compaction::DatabaseError& e) {
+    return e.sqlstate();
+  }
+  return "";
+}
+
+// A schema with the roles installed, and a LOGIN member of each role.
+class RoleFixture {
+ public:
+  RoleFixture() {
+    // A topic registered before the roles exist gets its grants too.
+    db.client().Topic<Counter>("early").Register();
+    compaction::detail::InstallRoles(*db.client().core(), "");
+    for (const char* kind : {"owner", "app", "janitor", "monitor"}) {
+      const std::string role = db.schema() + "_" + kind;
+      roles_.push_back(role);
+      db.raw().Query("CREATE ROLE \"" + Login(kind) + "\" LOGIN IN ROLE \"" +
+                     role + "\"");
+    }
+  }
+  ~RoleFixture() {
+    // The roles own the schema's objects: drop those first.
+    db.raw().TryExec("DROP SCHEMA IF EXISTS " + db.QuotedSchema() +
+                     " CASCADE");
+    for (const std::string& role : roles_) {
+      const std::string login = role + "_login";
+      db.raw().TryExec("DROP ROLE IF EXISTS \"" + login + "\"");
+      db.raw().TryExec("DROP OWNED BY \"" + role + "\"");
+      db.raw().TryExec("DROP ROLE IF EXISTS \"" + role + "\"");
+    }
+  }
+
+  std::string Login(const std::string& kind) const {
+    return db.schema() + "_" + kind + "_login";
+  }
+  compaction::Client ClientAs(const std::string& kind) const {
+    compaction::ClientOptions options;
+    options.schema = db.schema();
+    options.pool_size = 2;
+    return compaction::Client::Connect("user=" + Login(kind), options);
+  }
+
+  LiveDb db;
+
+ private:
+  std::vector<std::string> roles_;
+};
+
+}  // namespace
+
+TEST_CASE("roles: everything in the schema belongs to the owner role") {
+  RoleFixture f;
+  auto app = f.ClientAs("app");
+  app.Topic<Counter>("late").Register();
+  const std::string owner = f.db.schema() + "_owner";
+  CHECK(f.db.raw().Value("SELECT nspowner::regrole::text FROM pg_namespace "
+                         "WHERE nspname = $1",
+                         {f.db.schema()}) == owner);
+  // 3 system tables and 2 per topic, "early" and "late"; indexes and
+  // identity sequences follow their tables.
+  CHECK(f.db.raw().Int("SELECT count(*) FROM pg_class c JOIN pg_namespace n "
+                       "ON n.oid = c.relnamespace WHERE n.nspname = $1 AND "
+                       "c.relowner = $2::regrole",
+                       {f.db.schema(), owner}) ==
+        f.db.raw().Int("SELECT count(*) FROM pg_class c JOIN pg_namespace n "
+                       "ON n.oid = c.relnamespace WHERE n.nspname = $1",
+                       {f.db.schema()}));
+  CHECK(f.db.raw().Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1 "
+                       "AND tableowner = $2",
+                       {f.db.schema(), owner}) == 7);
+  // register_topic runs as the owner, with a pinned search_path.
+  auto fn = f.db.raw().Query(
+      "SELECT p.proowner::regrole::text, p.prosecdef, p.proconfig::text "
+      "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+      "WHERE n.nspname = $1 AND p.proname = 'register_topic'",
+      {f.db.schema()});
+  REQUIRE(fn.size() == 1);
+  CHECK(fn[0][0] == owner);
+  CHECK(fn[0][1] == "t");
+  CHECK(fn[0][2] == "{\"search_path=pg_catalog, pg_temp\"}");
+  // Running it again changes nothing and fails nothing.
+  CHECK_NOTHROW(compaction::detail::InstallRoles(*f.db.client().core(), ""));
+}
+
+TEST_CASE("roles: the application role reads, locks, produces and registers") {
+  RoleFixture f;
+  auto app = f.ClientAs("app");
+  // A new topic, registered without any DDL privilege.
+  auto topic = app.Topic<Counter>("fresh");
+  const auto info = topic.Register();
+  CHECK(info.name == "fresh");
+  CHECK(topic.Register(compaction::TopicConfig{std::chrono::minutes(5)})
+            .headless_ttl == std::chrono::minutes(5));
+  for (const char* name : {"fresh", "early"}) {
+    INFO(name);
+    auto t = app.Topic<Counter>(name);
+    auto producer = t.RegisterProducer();
+    producer.Produce(Counter{1}, testing::Compacted("k"));
+    CHECK(testing::Increment(app, t.Key("k"), producer) == 2);
+    CHECK(t.Key("k").CompactionHead()->message.value == 2);
+    CHECK(t.Key("k").Messages(10).size() == 2);
+    // A key with no head yet: the lock inserts a headless row.
+    app.InTransaction([&](compaction::Tx& tx) {
+      CHECK_FALSE(t.Key("new").LockCompactionHead(tx).has_value());
+    });
+    CHECK(t.ListCompactionHeads().size() == 1);
+    CHECK(t.Stats().headless_rows == 1);
+  }
+
+  RoleConn raw(f.Login("app"));
+  const std::string message = f.db.MessageTable("fresh");
+  const std::string head = f.db.HeadTable("fresh");
+  const std::string schema = f.db.QuotedSchema();
+  for (const std::string& sql :
+       {"DROP TABLE " + message, "DROP TABLE " + head,
+        "TRUNCATE " + message, "TRUNCATE " + head,
+        "DELETE FROM " + message, "DELETE FROM " + head,
+        "UPDATE " + head + " SET message_key = 'other'",
+        "UPDATE " + head + " SET created_at = now()",
+        "ALTER TABLE " + head + " DROP CONSTRAINT " + "compaction_head_" +
+            std::to_string(f.db.TopicId("fresh")) + "_head_all_or_none",
+        "CREATE TABLE " + schema + ".mine (x int)",
+        "INSERT INTO " + schema + ".topic (name) VALUES ('sneaky')",
+        "DELETE FROM " + schema + ".topic",
+        "UPDATE " + schema + ".janitor_state SET claimed_by = 'me'"}) {
+    INFO(sql);
+    CHECK(raw.State(sql) == kInsufficientPrivilege);
+  }
+  CHECK(SqlStateOf([&] { topic.Destroy(); }) == kInsufficientPrivilege);
+  // What the function itself refuses: the table's CHECKs hold for it too.
+  CHECK(raw.State("SELECT * FROM " + schema +
+                  ".register_topic('Bad Name', 1000)") == "23514");
+  CHECK(raw.State("SELECT * FROM " + schema + ".register_topic('ok', 0)") ==
+        "23514");
+}
+
+TEST_CASE("roles: the janitor role sweeps but cannot drop, truncate or update heads") {
+  RoleFixture f;
+  const std::string head = f.db.HeadTable("early");
+  testing::InsertHeadless(f.db.raw(), head, "old", 5);
+  auto janitor_client = f.ClientAs("janitor");
+  compaction::Janitor janitor(janitor_client);
+  const compaction::SweepResult swept = janitor.SweepHeadless("early");
+  CHECK(swept.deleted == 5);
+  CHECK(f.db.raw().Int("SELECT count(*) FROM " + head) == 0);
+  CHECK(f.db.raw().Value("SELECT last_error FROM " + f.db.QuotedSchema() +
+                         ".janitor_state") == std::nullopt);
+  // It exports stats (member of the monitor role).
+  CHECK(janitor_client.ListTopicStats().size() == 1);
+
+  testing::InsertHeadless(f.db.raw(), head, "young", 1, "1 second");
+  RoleConn raw(f.Login("janitor"));
+  const std::string message = f.db.MessageTable("early");
+  const std::string schema = f.db.QuotedSchema();
+  for (const std::string& sql :
+       {"DROP TABLE " + head, "DROP TABLE " + message, "TRUNCATE " + head,
+        "TRUNCATE " + message, "UPDATE " + head + " SET head_id = 1",
+        "UPDATE " + head + " SET schema_version = 1",
+        "UPDATE " + head + " SET compaction_rank = 1",
+        "UPDATE " + head + " SET updated_at = now()",
+        "UPDATE " + head + " SET message_key = 'x'",
+        "SELECT * FROM " + message,
+        "INSERT INTO " + head + " (message_key, created_at, updated_at, "
+                                "idle_since) VALUES ('n', now(), now(), now())",
+        "DELETE FROM " + message, "DELETE FROM " + schema + ".topic",
+        "UPDATE " + schema + ".topic SET headless_ttl_ms = 1",
+        "UPDATE " + schema + ".janitor_state SET topic_id = 0",
+        "CREATE TABLE " + schema + ".mine (x int)",
+        "SELECT * FROM " + schema + ".register_topic('x', 1000)"}) {
+    INFO(sql);
+    CHECK(raw.State(sql) == kInsufficientPrivilege);
+  }
+  // The lock-only grant it has changes nothing: its CHECK pins idle_since.
+  CHECK(raw.State("UPDATE " + head + " SET idle_since = now() - interval "
+                  "'1 day'") == "23514");
+}
+
+TEST_CASE("roles: the monitor role reads stats and nothing else") {
+  RoleFixture f;
+  testing::InsertHeadless(f.db.raw(), f.db.HeadTable("early"), "old", 3);
+  auto monitor = f.ClientAs("monitor");
+  CHECK(monitor.Stats("early").headless_rows == 3);
+  const auto all = monitor.ListTopicStats();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].stats.headless_rows == 3);
+  CHECK(monitor.ListTopics().size() == 1);
+
+  auto topic = monitor.Topic<Counter>("early");
+  CHECK(SqlStateOf([&] {
+          topic.RegisterProducer().Produce(Counter{1}, testing::Compacted("k"));
+        }) == kInsufficientPrivilege);
+  CHECK(SqlStateOf([&] { topic.Key("k").CompactionHead(); }) ==
+        kInsufficientPrivilege);
+  CHECK(SqlStateOf([&] { topic.Register(); }) == kInsufficientPrivilege);
+  compaction::Janitor janitor(monitor);
+  CHECK(SqlStateOf([&] { janitor.SweepHeadless("early"); }) ==
+        kInsufficientPrivilege);
+  CHECK(f.db.raw().Int("SELECT count(*) FROM " + f.db.HeadTable("early")) ==
+        3);
+
+  RoleConn raw(f.Login("monitor"));
+  for (const std::string& sql :
+       {"SELECT * FROM " + f.db.MessageTable("early"),
+        "SELECT message_key FROM " + f.db.HeadTable("early"),
+        "DELETE FROM " + f.db.HeadTable("early")}) {
+    INFO(sql);
+    CHECK(raw.State(sql) == kInsufficientPrivilege);
+  }
+}
+
+TEST_CASE("roles: bad role prefixes and uninstalled schemas are refused") {
+  LiveDb db;
+  CHECK_THROWS_AS(
+      compaction::detail::InstallRoles(*db.client().core(), "Bad-Prefix"),
+      compaction::InvalidArgument);
+  CHECK_THROWS_AS(
+      compaction::detail::InstallRoles(*db.client().core(), "pg_x"),
+      compaction::InvalidArgument);
+  CHECK_THROWS_AS(compaction::detail::InstallRoles(*db.client().core(),
+                                                   std::string(60, 'a')),
+                  compaction::InvalidArgument);
+  compaction::ClientOptions options;
+  options.schema = testing::Unique("never_");
+  auto never = compaction::Client::Connect("", options);
+  CHECK_THROWS_AS(compaction::detail::InstallRoles(*never.core(), ""),
+                  compaction::SchemaVersionMismatch);
+}
+
+TEST_CASE("schema install into a pre-created schema needs no CREATE on the database") {
+  testing::RawConn admin;
+  const std::string installer = testing::Unique("installer_");
+  const std::string schema = testing::Unique("precreated_");
+  admin.Query("CREATE ROLE \"" + installer + "\" LOGIN");
+  admin.Query("CREATE SCHEMA \"" + schema + "\" AUTHORIZATION \"" + installer +
+              "\"");
+  CHECK(admin.Value("SELECT has_database_privilege($1, current_database(), "
+                    "'CREATE')",
+                    {installer}) == "f");
+  {
+    compaction::ClientOptions options;
+    options.schema = schema;
+    auto client =
+        compaction::Client::Connect("user=" + installer, options);
+    CHECK_NOTHROW(client.InstallSchema());
+    auto topic = client.Topic<Counter>("t");
+    topic.Register();
+    topic.RegisterProducer().Produce(Counter{4}, testing::Compacted("k"));
+    CHECK(topic.Key("k").CompactionHead()->message.value == 4);
+    CHECK_NOTHROW(client.InstallSchema());  // installed: a no-op
+  }
+  admin.TryExec("DROP SCHEMA \"" + schema + "\" CASCADE");
+  admin.TryExec("DROP ROLE \"" + installer + "\"");
+}
