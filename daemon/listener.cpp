@@ -6,18 +6,24 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <exception>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "daemon/log.hpp"
+#include "daemon/topic_event.hpp"
 
 namespace compactiond {
 namespace {
 
 constexpr int kPollSliceMs = 250;
 constexpr auto kConnectTimeout = std::chrono::seconds(10);
+// Anyone may NOTIFY on the channel: a flood of bad payloads must not flood
+// the log too.
+constexpr auto kBadPayloadLogPeriod = std::chrono::seconds(10);
 
 struct ConnClose {
   void operator()(PGconn* c) const { PQfinish(c); }
@@ -49,7 +55,8 @@ TopicListener::TopicListener(std::map<std::string, std::string> params,
       schema_(std::move(schema)),
       retry_min_(retry_min),
       retry_max_(retry_max),
-      callbacks_(std::move(callbacks)) {}
+      callbacks_(std::move(callbacks)),
+      bad_payload_throttle_(kBadPayloadLogPeriod) {}
 
 TopicListener::~TopicListener() { Stop(); }
 
@@ -73,7 +80,13 @@ void TopicListener::Run() {
   Millis backoff = retry_min_;
   while (!stop_) {
     auto began = std::chrono::steady_clock::now();
-    if (!Session()) return;
+    // An exception escaping this thread would call std::terminate; a
+    // failed session is retried like a lost connection instead.
+    try {
+      if (!Session()) return;
+    } catch (...) {
+      SessionFailed(std::current_exception());
+    }
     // A connection that lived a while earns a fresh, short backoff.
     if (std::chrono::steady_clock::now() - began > std::chrono::seconds(30)) {
       backoff = retry_min_;
@@ -132,19 +145,67 @@ bool TopicListener::Session() {
     bool relevant = false;
     while (PGnotify* note = PQnotifies(conn.get())) {
       std::unique_ptr<PGnotify, decltype(&PQfreemem)> guard(note, &PQfreemem);
-      auto payload = nlohmann::json::parse(note->extra, nullptr, false);
-      if (payload.is_object() && payload.value("schema", "") == schema_) {
-        LogDebug("listener", "topic event",
-                 {{"topic", payload.value("topic", "")},
-                  {"event", payload.value("event", "")}});
-        relevant = true;
-      }
+      relevant = HandleNotification(*note) || relevant;
     }
     if (relevant && callbacks_.on_topics_changed) {
       callbacks_.on_topics_changed();
     }
   }
   return false;
+}
+
+void TopicListener::SessionFailed(std::exception_ptr error) noexcept {
+  try {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      LogError("listener", "session failed", {{"error", e.what()}});
+    } catch (...) {
+      LogError("listener", "session failed", {{"error", "unknown exception"}});
+    }
+    if (callbacks_.on_connection) callbacks_.on_connection(false);
+  } catch (...) {
+    // Nothing left to report it with; the retry loop goes on.
+  }
+}
+
+bool TopicListener::HandleNotification(const PGnotify& note) {
+  // One bad notification must neither end the thread nor hide the rest.
+  try {
+    std::string why;
+    std::optional<TopicEvent> event = ParseTopicEvent(note.extra, &why);
+    if (!event) {
+      WarnBadPayload(why, std::strlen(note.extra), note.be_pid);
+      return false;
+    }
+    if (event->schema != schema_) return false;
+    LogDebug("listener", "topic event",
+             {{"topic", event->topic}, {"event", event->event}});
+    return true;
+  } catch (const std::exception& e) {
+    LogError("listener", "notification handling failed", {{"error", e.what()}});
+  } catch (...) {
+    LogError("listener", "notification handling failed",
+             {{"error", "unknown exception"}});
+  }
+  return false;
+}
+
+// The payload itself is never logged: it is attacker-chosen text of up to
+// 8 kB. The sender's backend PID is what an operator needs to find it.
+void TopicListener::WarnBadPayload(const std::string& why, std::size_t bytes,
+                                   int sender_pid) {
+  std::uint64_t suppressed = 0;
+  if (!bad_payload_throttle_.Allow(std::chrono::steady_clock::now(),
+                                   &suppressed)) {
+    return;
+  }
+  LogWarn("listener", "ignored malformed notification",
+          {{"channel", "compaction_topics"},
+           {"reason", why},
+           {"bytes", bytes},
+           {"sender_pid", sender_pid},
+           {"suppressed", suppressed}});
 }
 
 }  // namespace compactiond

@@ -13,12 +13,17 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
+#include <exception>
 #include <functional>
 #include <map>
 #include <string>
 #include <thread>
 
 #include "daemon/config.hpp"
+#include "daemon/topic_event.hpp"
+
+struct pgNotify;  // libpq's PGnotify
 
 namespace compactiond {
 
@@ -43,12 +48,18 @@ class TopicListener {
   void Run();
   bool Session();  // one connection's life; false when stopping
   bool Sleep(Millis d);
+  void SessionFailed(std::exception_ptr error) noexcept;
+  // True when the notification announces a change in our schema.
+  bool HandleNotification(const pgNotify& note);
+  void WarnBadPayload(const std::string& why, std::size_t bytes,
+                      int sender_pid);
 
   const std::map<std::string, std::string> params_;
   const std::string schema_;
   const Millis retry_min_;
   const Millis retry_max_;
   Callbacks callbacks_;
+  WarningThrottle bad_payload_throttle_;  // listener thread only
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
