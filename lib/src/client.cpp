@@ -38,6 +38,10 @@ Client Client::Connect(const std::string& conninfo, ClientOptions options) {
 
 void Client::InstallSchema() { detail::InstallSchema(*core_); }
 
+void Client::InstallRoles(const std::string& role_prefix) {
+  detail::InstallRoles(*core_, role_prefix);
+}
+
 Tx Client::Begin() { return detail::BeginTx(*core_); }
 
 const ClientOptions& Client::options() const { return core_->options(); }

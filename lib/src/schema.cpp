@@ -9,11 +9,6 @@
 #include "sql_text.hpp"
 #include "tx_internal.hpp"
 
-namespace compaction::sql {
-// Declared here until sql_text.hpp lists it with the other baselines.
-extern const std::string_view k_roles_v1;
-}  // namespace compaction::sql
-
 namespace compaction::detail {
 namespace {
 

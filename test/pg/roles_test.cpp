@@ -14,12 +14,6 @@
 
 #include "live_db.hpp"
 
-// Until Client::InstallRoles is public: the library entry point behind it
-// (lib/src/schema.hpp).
-namespace compaction::detail {
-void InstallRoles(ClientCore& core, const std::string& prefix);
-}  // namespace compaction::detail
-
 using testing::Counter;
 using testing::LiveDb;
 
@@ -70,7 +64,7 @@ class RoleFixture {
   RoleFixture() {
     // A topic registered before the roles exist gets its grants too.
     db.client().Topic<Counter>("early").Register();
-    compaction::detail::InstallRoles(*db.client().core(), "");
+    db.client().InstallRoles("");
     for (const char* kind : {"owner", "app", "janitor", "monitor"}) {
       const std::string role = db.schema() + "_" + kind;
       roles_.push_back(role);
@@ -139,7 +133,7 @@ TEST_CASE("roles: everything in the schema belongs to the owner role") {
   CHECK(fn[0][1] == "t");
   CHECK(fn[0][2] == "{\"search_path=pg_catalog, pg_temp\"}");
   // Running it again changes nothing and fails nothing.
-  CHECK_NOTHROW(compaction::detail::InstallRoles(*f.db.client().core(), ""));
+  CHECK_NOTHROW(f.db.client().InstallRoles(""));
 }
 
 TEST_CASE("roles: the application role reads, locks, produces and registers") {
@@ -271,18 +265,17 @@ TEST_CASE("roles: the monitor role reads stats and nothing else") {
 TEST_CASE("roles: bad role prefixes and uninstalled schemas are refused") {
   LiveDb db;
   CHECK_THROWS_AS(
-      compaction::detail::InstallRoles(*db.client().core(), "Bad-Prefix"),
+      db.client().InstallRoles("Bad-Prefix"),
       compaction::InvalidArgument);
   CHECK_THROWS_AS(
-      compaction::detail::InstallRoles(*db.client().core(), "pg_x"),
+      db.client().InstallRoles("pg_x"),
       compaction::InvalidArgument);
-  CHECK_THROWS_AS(compaction::detail::InstallRoles(*db.client().core(),
-                                                   std::string(60, 'a')),
+  CHECK_THROWS_AS(db.client().InstallRoles(std::string(60, 'a')),
                   compaction::InvalidArgument);
   compaction::ClientOptions options;
   options.schema = testing::Unique("never_");
   auto never = compaction::Client::Connect("", options);
-  CHECK_THROWS_AS(compaction::detail::InstallRoles(*never.core(), ""),
+  CHECK_THROWS_AS(never.InstallRoles(""),
                   compaction::SchemaVersionMismatch);
 }
 

@@ -37,6 +37,16 @@ class Client {
   // another version with SchemaVersionMismatch.
   void InstallSchema();
 
+  // Creates or refreshes the shipped least-privilege roles for this schema
+  // (sql/roles_v1.sql): <prefix>_owner (NOLOGIN; owns the schema, its tables
+  // and the registration function), <prefix>_app (read, produce, lock,
+  // register), <prefix>_janitor (sweeps) and <prefix>_monitor (stats).
+  // `role_prefix` empty: the schema name; else 1-63 of a-z 0-9 _, not
+  // starting with a digit or "pg_" (InvalidArgument). Needs a role that may
+  // create roles and take ownership (a superuser), after InstallSchema
+  // (SchemaVersionMismatch before). Idempotent.
+  void InstallRoles(const std::string& role_prefix = {});
+
   template <Message M>
   TopicHandle<M> Topic(std::string name) const {
     return TopicHandle<M>(core_, std::move(name));
