@@ -87,8 +87,14 @@ $grant_topic$;
 -- without any DDL privilege of its own. Its search_path is pinned, so no
 -- object a caller planted anywhere can stand in for ours.
 --
+-- Every setting parameter is optional: NULL gives a new topic the column's
+-- default and leaves an existing topic's value as it is, so an application
+-- registering at every start never resets what an operator set. A new
+-- setting is one more parameter and one more coalesce() line below.
+--
 -- A concurrent registration of the same name waits on the topic's unique
--- index and then takes the update branch, so the DDL runs once.
+-- index and then takes the update branch, so the DDL runs once; either
+-- branch leaves the row locked by this transaction for the settings update.
 -- `version` is the recorded topic baseline version (NULL when missing):
 -- the library refuses a topic at another version.
 CREATE OR REPLACE FUNCTION {schema}.register_topic(p_name text,
@@ -108,13 +114,20 @@ DECLARE
   v_template CONSTANT text := {topic_v1};
   v_schema CONSTANT text := pg_catalog.quote_ident({schema_name}::text);
 BEGIN
-  INSERT INTO {schema}.topic AS t (name, headless_ttl_ms)
-  VALUES (p_name, p_headless_ttl_ms)
-  ON CONFLICT (name) DO UPDATE
-    SET headless_ttl_ms = excluded.headless_ttl_ms,
-        updated_at = pg_catalog.now()
+  -- Only the name: a new row takes every setting's column default.
+  INSERT INTO {schema}.topic AS t (name)
+  VALUES (p_name)
+  ON CONFLICT (name) DO UPDATE SET updated_at = pg_catalog.now()
   RETURNING t.id, t.name, t.headless_ttl_ms, t.xmax = '0'::xid
   INTO id, name, headless_ttl_ms, inserted;
+  -- The settings the caller set; the row is ours (inserted or locked above).
+  IF p_headless_ttl_ms IS NOT NULL THEN
+    UPDATE {schema}.topic AS t
+    SET headless_ttl_ms = coalesce(p_headless_ttl_ms, t.headless_ttl_ms),
+        updated_at = pg_catalog.now()
+    WHERE t.id = register_topic.id
+    RETURNING t.headless_ttl_ms INTO headless_ttl_ms;
+  END IF;
   IF inserted THEN
     EXECUTE pg_catalog.replace(
       pg_catalog.replace(v_template, '{id}'::text, id::text),

@@ -2,6 +2,8 @@
 #include "topics.hpp"
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 
 #include "compaction/client.hpp"
 #include "tx_internal.hpp"
@@ -81,19 +83,21 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
                         const TopicConfig& config) {
   constexpr const char* kOp = "Register";
   ValidateTopicName(kOp, name);
-  ValidateHeadlessTtl(kOp, config.headless_ttl);
+  if (config.headless_ttl) ValidateHeadlessTtl(kOp, *config.headless_ttl);
   // One statement, for every caller: register_topic (sql/system_v1.sql)
   // upserts the row, creates a new topic's tables, grants the shipped roles
   // and notifies, as the schema's owner, so a role allowed to execute it
-  // registers without any DDL privilege of its own.
+  // registers without any DDL privilege of its own. An unset field is
+  // NULL: a new topic gets the default, an existing one keeps its value.
+  std::optional<std::int64_t> headless_ttl_ms;
+  if (config.headless_ttl) headless_ttl_ms = config.headless_ttl->count();
   pg::Result r = WithConnection(core, kOp, [&](pg::Session s) {
     try {
       return pg::Exec(
           s, kOp,
           "SELECT id, name, headless_ttl_ms, inserted, version FROM " +
               core.schema() + ".register_topic($1::text, $2::bigint)",
-          pg::Params().Add(name).Add(
-              static_cast<std::int64_t>(config.headless_ttl.count())));
+          pg::Params().Add(name).Add(headless_ttl_ms));
     } catch (const DatabaseError& e) {
       RethrowSchemaMissing(core, kOp, e);
     }

@@ -26,6 +26,30 @@ TEST_CASE("registering is idempotent and the newest TTL wins") {
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".janitor_state") == 1);
 }
 
+TEST_CASE("Register() without settings keeps what an operator set") {
+  LiveDb db;
+  const std::string ttl_sql =
+      "SELECT headless_ttl_ms FROM " + db.QuotedSchema() + ".topic WHERE name = 'tuned'";
+  // The operator (`compactiond topic register tuned --headless-ttl 30m`).
+  db.NewClient(1).Topic<Counter>("tuned").Register(TopicConfig{std::chrono::minutes(30)});
+  // The application registers at every start, as the README shows.
+  auto topic = db.client().Topic<Counter>("tuned");
+  CHECK(topic.Register().headless_ttl == std::chrono::minutes(30));
+  CHECK(topic.Register(TopicConfig{}).headless_ttl == std::chrono::minutes(30));
+  CHECK(db.raw().Int(ttl_sql) == 1800000);
+  // A set field still updates the topic.
+  CHECK(topic.Register({.headless_ttl = std::chrono::minutes(5)}).headless_ttl ==
+        std::chrono::minutes(5));
+  CHECK(db.raw().Int(ttl_sql) == 300000);
+  CHECK(topic.Register().headless_ttl == std::chrono::minutes(5));
+  // A new topic registered without settings gets the default.
+  CHECK(db.client().Topic<Counter>("fresh").Register().headless_ttl == std::chrono::hours(1));
+  // A set field is validated before any write.
+  CHECK_THROWS_AS(topic.Register({.headless_ttl = std::chrono::milliseconds(0)}),
+                  compaction::InvalidArgument);
+  CHECK(db.raw().Int(ttl_sql) == 300000);
+}
+
 TEST_CASE("concurrent registrations of one topic create its tables once") {
   LiveDb db;
   std::vector<std::future<compaction::TopicInfo>> results;

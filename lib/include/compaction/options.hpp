@@ -27,10 +27,14 @@ struct ClientOptions {
 inline constexpr std::chrono::milliseconds kMaxTtl =
     std::chrono::hours(24 * 36500);
 
+// What Register sets. Every field is optional: unset, a new topic gets the
+// default and an existing topic keeps its current value, so an application
+// calling Register() at every start never resets what an operator set; a
+// set field updates the topic.
 struct TopicConfig {
   // How long a headless (lock-only) row may stay untouched before the
-  // janitor may delete it. Must be positive and at most kMaxTtl.
-  std::chrono::milliseconds headless_ttl = std::chrono::hours(1);
+  // janitor may delete it. Positive and at most kMaxTtl; default 1 h.
+  std::optional<std::chrono::milliseconds> headless_ttl;
 };
 
 struct TopicInfo {
