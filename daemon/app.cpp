@@ -96,8 +96,12 @@ void App::Build() {
             // probe the database now instead of at the next refresh.
             if (!connected) asio::post(io_, [this] { stats_->RefreshNow(); });
           }});
+  // /metrics is rendered off the event loop and cached by the server, so
+  // /healthz stays fast under scrape load; the probe is thread-safe.
   http_ = std::make_unique<HttpServer>(
-      io_, [this](const std::string& path) { return Handle(path); });
+      io_, [this](const std::string& path) { return Handle(path); },
+      HttpCachedRoute{"/metrics", "text/plain; version=0.0.4; charset=utf-8",
+                      [this] { return probe_.Serialize(); }});
 }
 
 bool App::StartHttp() {

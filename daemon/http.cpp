@@ -1,7 +1,10 @@
 #include "daemon/http.hpp"
 
 #include <chrono>
+#include <map>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -14,133 +17,430 @@ namespace bhttp = boost::beast::http;
 namespace compactiond {
 namespace {
 
-// Scrapers and probes send tiny requests; anything slower or bigger is a
-// misbehaving client and gets cut off instead of holding a socket.
-constexpr auto kIoTimeout = std::chrono::seconds(10);
-constexpr size_t kMaxConnections = 64;
+using Clock = std::chrono::steady_clock;
+using Body = std::shared_ptr<const std::string>;
+
+// Probes and scrapers send their request as soon as they connect: a socket
+// that has not delivered complete headers by then is idle or a slowloris,
+// and its slot is worth more to the next probe.
+constexpr auto kFirstRequestTimeout = std::chrono::seconds(5);
+// Prometheus reuses its connection between scrapes (15 s to 60 s apart);
+// closing it after that only costs a reconnect, while an idle session can
+// be evicted at any time anyway.
+constexpr auto kKeepAliveTimeout = std::chrono::seconds(60);
+// A whole response, /metrics included (about 1.7 MB at 1,000 topics): the
+// same as Prometheus's default scrape timeout, after which nobody waits.
+constexpr auto kWriteTimeout = std::chrono::seconds(10);
+// Sessions cost a descriptor and a few kilobytes; 512 stays well below the
+// usual 1,024-descriptor soft limit, with the database pool beside it.
+constexpr size_t kMaxSessions = 512;
+// One host (a Prometheus, a kubelet) needs a handful of connections. Above
+// this a peer's new connection closes that peer's own oldest idle session,
+// so one host cannot push other hosts' sessions out of the global table.
+// It evicts rather than refuses because every client may share one address
+// (the kubelet's probes and a misbehaving scraper on the same node, or every
+// client of the tests on 127.0.0.1): a refused probe would be the outage.
+constexpr size_t kMaxSessionsPerPeer = 64;
 constexpr size_t kMaxHeaderBytes = 8 * 1024;
+// Read buffer per session: a request plus whatever pipelined bytes arrived
+// with it. Pipelined requests are parsed from it one at a time, only after
+// the previous response was written, so they never pile up in memory.
+constexpr size_t kMaxReadBufferBytes = 16 * 1024;
+// A body at most this old is served from the cache instead of re-rendered:
+// a render at 1,000 topics takes ~0.1 s of CPU, and any number of scrapers
+// then cost one render per second.
+constexpr auto kRenderInterval = std::chrono::seconds(1);
+// Writers of the cached route at once (waiting for the render or writing).
+// A slow writer keeps the body it started with alive, so this bounds memory
+// to this many bodies; an HA pair of Prometheus servers plus a human need 3.
+constexpr size_t kMaxCachedWriters = 8;
+// /metrics bodies per peer address: one per this spacing (10 a second;
+// Prometheus scrapes a target every 15 s or so). Copying 1.7 MB into a
+// socket costs about a millisecond of the event loop: unpaced, a few
+// looping scrapers would keep the loop busy copying and delay /healthz.
+constexpr auto kScrapeSpacing = std::chrono::milliseconds(100);
+// A scrape waits for its peer's next turn at most this long (so at most 20
+// wait per peer, holding no body). One that would wait longer gets 503, but
+// only after this long too: answered at once, a looping client would spin
+// and keep the loop busy with thousands of 503s a second.
+constexpr auto kMaxScrapeWait = std::chrono::seconds(2);
+// Evictions are logged as a count at most this often: under a flood one
+// line per eviction would itself be the denial of service.
+constexpr auto kEvictionLogInterval = std::chrono::seconds(10);
+
+Body MakeBody(std::string text) {
+  return std::make_shared<const std::string>(std::move(text));
+}
 
 }  // namespace
 
 struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
-  State(asio::io_context& io_context, Handler h)
+  State(asio::io_context& io_context, Handler h, HttpCachedRoute c)
       : io(io_context),
         acceptor(io_context),
         retry_timer(io_context),
-        handler(std::move(h)) {}
+        handler(std::move(h)),
+        cached(std::move(c)) {}
 
   class Session;
+  using Waiter = std::function<void(Body)>;
 
   void Accept();
+  void Admit(asio::ip::tcp::socket socket);
+  void MakeRoom(const asio::ip::address& peer);
+  std::shared_ptr<Session> PickVictim(const asio::ip::address& peer) const;
+  void CountEviction(const char* reason);
+  void Remove(const std::shared_ptr<Session>& session);
+
+  std::optional<Clock::duration> ReserveScrape(const asio::ip::address& peer);
+  bool TakeWriterSlot();
+  void ReleaseWriterSlot() { --writers; }
+  void GetCached(Waiter waiter);
+  void StartRender();
+  void OnRendered(Body body, Clock::time_point started);
 
   asio::io_context& io;
   asio::ip::tcp::acceptor acceptor;
   asio::steady_timer retry_timer;  // paces accept after an error
   Handler handler;
+  HttpCachedRoute cached;
   std::set<std::shared_ptr<Session>> sessions;
+  std::map<asio::ip::address, size_t> per_peer;
   bool stopped = false;
+
+  // The cached route; only the render itself runs on render_pool.
+  asio::thread_pool render_pool{1};
+  Body body;
+  Clock::time_point rendered_at;  // when the render of `body` began
+  bool rendering = false;
+  std::vector<Waiter> waiters;
+  size_t writers = 0;
+  // Each peer's next scrape turn; entries in the past are dropped lazily.
+  std::map<asio::ip::address, Clock::time_point> scrape_turn;
+
+  size_t evictions_unlogged = 0;
+  Clock::time_point last_eviction_log;
 };
 
 class HttpServer::State::Session
     : public std::enable_shared_from_this<HttpServer::State::Session> {
  public:
-  Session(std::shared_ptr<State> server, asio::ip::tcp::socket socket)
-      : server_(std::move(server)), stream_(std::move(socket)) {}
+  Session(std::shared_ptr<State> server, asio::ip::tcp::socket socket,
+          asio::ip::address peer)
+      : server_(std::move(server)),
+        stream_(std::move(socket)),
+        peer_(std::move(peer)),
+        turn_timer_(stream_.get_executor()) {}
 
-  void Start() { Read(); }
+  void Start() { ReadRequest(kFirstRequestTimeout); }
   void Close() {
+    closed_ = true;
+    turn_timer_.cancel();
     beast::error_code ignored;
     stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
     stream_.close();
   }
 
+  const asio::ip::address& peer() const { return peer_; }
+  // Idle: waiting for a request, with nothing owed to the client.
+  bool idle() const { return idle_; }
+  Clock::time_point since() const { return since_; }
+  // Closing an idle session loses nothing; prefer the longest idle, then
+  // (only when none is idle) the longest stuck.
+  bool EvictBefore(const Session& other) const {
+    if (idle_ != other.idle_) return idle_;
+    return since_ < other.since_;
+  }
+
  private:
-  void Read() {
+  void SetIdle(bool idle) {
+    idle_ = idle;
+    since_ = Clock::now();
+  }
+
+  void ReadRequest(Clock::duration timeout) {
+    SetIdle(true);
     parser_.emplace();
     parser_->header_limit(kMaxHeaderBytes);
     parser_->body_limit(0);
-    stream_.expires_after(kIoTimeout);
+    stream_.expires_after(timeout);
     bhttp::async_read(stream_, buffer_, *parser_,
-                      [self = shared_from_this()](beast::error_code ec,
-                                                  size_t) { self->OnRead(ec); });
+                      [self = shared_from_this()](
+                          beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
-    if (ec) {
+    if (ec || closed_) {
       Finish();
       return;
     }
-    Respond(parser_->get());
+    SetIdle(false);
+    Dispatch(parser_->get());
   }
 
-  void Respond(const bhttp::request<bhttp::empty_body>& req) {
-    HttpResponse r;
-    if (req.method() != bhttp::verb::get && req.method() != bhttp::verb::head) {
-      r = {405, "text/plain; charset=utf-8", "method not allowed\n"};
-    } else {
-      std::string path(req.target());
-      path = path.substr(0, path.find('?'));
-      r = server_->handler(path);
+  void Dispatch(const bhttp::request<bhttp::empty_body>& req) {
+    version_ = req.version();
+    keep_alive_ = req.keep_alive();
+    head_ = req.method() == bhttp::verb::head;
+    if (req.method() != bhttp::verb::get && !head_) {
+      Write(405, "text/plain; charset=utf-8", MakeBody("method not allowed\n"));
+      return;
     }
-    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(
-        static_cast<bhttp::status>(r.status), req.version());
-    res->set(bhttp::field::server, "compactiond");
-    res->set(bhttp::field::content_type, r.content_type);
-    res->set(bhttp::field::cache_control, "no-store");
-    res->keep_alive(req.keep_alive());
-    res->body() = std::move(r.body);
-    res->prepare_payload();
-    if (req.method() == bhttp::verb::head) res->body().clear();
-    stream_.expires_after(kIoTimeout);
-    bhttp::async_write(stream_, *res,
-                       [self = shared_from_this(), res](beast::error_code e,
-                                                        size_t) {
-                         if (e || !res->keep_alive()) {
-                           self->Close();
-                           self->Finish();
-                           return;
-                         }
-                         self->Read();
-                       });
+    std::string path(req.target());
+    path = path.substr(0, path.find('?'));
+    if (!server_->cached.path.empty() && path == server_->cached.path) {
+      ServeCached();
+      return;
+    }
+    HttpResponse r = server_->handler(path);
+    Write(r.status, r.content_type, MakeBody(std::move(r.body)));
   }
 
-  void Finish() { server_->sessions.erase(shared_from_this()); }
+  // Waits for this peer's scrape turn (holding no body and no writer slot),
+  // then fetches the cached body.
+  void ServeCached() {
+    auto wait = server_->ReserveScrape(peer_);
+    if (wait && *wait <= Clock::duration::zero()) {
+      FetchCached();
+      return;
+    }
+    turn_timer_.expires_after(wait ? *wait : kMaxScrapeWait);
+    turn_timer_.async_wait([self = shared_from_this(),
+                            turn = wait.has_value()](beast::error_code ec) {
+      if (ec || self->closed_) return;
+      if (turn) {
+        self->FetchCached();
+        return;
+      }
+      static const Body busy = MakeBody("busy: too many scrapes\n");
+      self->Write(503, "text/plain; charset=utf-8", busy);
+    });
+  }
+
+  void FetchCached() {
+    if (!server_->TakeWriterSlot()) {
+      static const Body busy = MakeBody("busy: too many concurrent scrapes\n");
+      Write(503, "text/plain; charset=utf-8", busy);
+      return;
+    }
+    holds_slot_ = true;
+    server_->GetCached([self = shared_from_this()](Body body) {
+      if (self->closed_) {
+        self->ReleaseSlot();
+        return;
+      }
+      if (!body) {
+        static const Body failed = MakeBody("metrics rendering failed\n");
+        self->Write(500, "text/plain; charset=utf-8", failed);
+        return;
+      }
+      self->Write(200, self->server_->cached.content_type, std::move(body));
+    });
+  }
+
+  void Write(int status, const std::string& content_type, Body body) {
+    using Response = bhttp::response<bhttp::span_body<const char>>;
+    auto res = std::make_shared<Response>(static_cast<bhttp::status>(status),
+                                          version_);
+    res->set(bhttp::field::server, "compactiond");
+    res->set(bhttp::field::content_type, content_type);
+    res->set(bhttp::field::cache_control, "no-store");
+    if (status == 503) res->set(bhttp::field::retry_after, "1");
+    res->keep_alive(keep_alive_);
+    res->content_length(body->size());
+    // The body is shared with other scrapes, never copied: the response
+    // only points into it, and the completion handler keeps it alive.
+    if (!head_)
+      res->body() = beast::span<const char>(body->data(), body->size());
+    stream_.expires_after(kWriteTimeout);
+    bhttp::async_write(
+        stream_, *res,
+        [self = shared_from_this(), res, body](beast::error_code ec, size_t) {
+          self->OnWritten(ec);
+        });
+  }
+
+  void OnWritten(beast::error_code ec) {
+    ReleaseSlot();
+    if (ec || !keep_alive_ || closed_) {
+      Close();
+      Finish();
+      return;
+    }
+    ReadRequest(kKeepAliveTimeout);
+  }
+
+  void ReleaseSlot() {
+    if (!holds_slot_) return;
+    holds_slot_ = false;
+    server_->ReleaseWriterSlot();
+  }
+
+  void Finish() { server_->Remove(shared_from_this()); }
 
   std::shared_ptr<State> server_;
   beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
+  const asio::ip::address peer_;
+  beast::flat_buffer buffer_{kMaxReadBufferBytes};
   std::optional<bhttp::request_parser<bhttp::empty_body>> parser_;
+  asio::steady_timer turn_timer_;  // a scrape waiting for its turn
+  unsigned version_ = 11;
+  bool keep_alive_ = false;
+  bool head_ = false;
+  bool idle_ = true;
+  bool closed_ = false;
+  bool holds_slot_ = false;
+  Clock::time_point since_ = Clock::now();
 };
 
 void HttpServer::State::Accept() {
-  acceptor.async_accept([self = shared_from_this()](
-                            beast::error_code ec,
-                            asio::ip::tcp::socket socket) {
-    if (self->stopped) return;
-    if (ec) {
-      // Errors such as EMFILE persist: retrying at once would spin the
-      // event loop, so wait a moment first.
-      LogWarn("http", "accept failed", {{"error", ec.message()}});
-      self->retry_timer.expires_after(std::chrono::milliseconds(100));
-      self->retry_timer.async_wait([self](beast::error_code timer_ec) {
-        if (!timer_ec && !self->stopped) self->Accept();
+  acceptor.async_accept(
+      [self = shared_from_this()](beast::error_code ec,
+                                  asio::ip::tcp::socket socket) {
+        if (self->stopped) return;
+        if (ec) {
+          // Errors such as EMFILE persist: retrying at once would spin the
+          // event loop, so wait a moment first.
+          LogWarn("http", "accept failed", {{"error", ec.message()}});
+          self->retry_timer.expires_after(std::chrono::milliseconds(100));
+          self->retry_timer.async_wait([self](beast::error_code timer_ec) {
+            if (!timer_ec && !self->stopped) self->Accept();
+          });
+          return;
+        }
+        self->Admit(std::move(socket));
+        self->Accept();
       });
-      return;
+}
+
+void HttpServer::State::Admit(asio::ip::tcp::socket socket) {
+  beast::error_code ec;
+  auto remote = socket.remote_endpoint(ec);
+  if (ec) return;  // already gone; the socket closes on destruction
+  asio::ip::address peer = remote.address();
+  MakeRoom(peer);
+  auto session =
+      std::make_shared<Session>(shared_from_this(), std::move(socket), peer);
+  sessions.insert(session);
+  ++per_peer[peer];
+  session->Start();
+}
+
+// Never refuses: a refused connection may be the liveness probe.
+void HttpServer::State::MakeRoom(const asio::ip::address& peer) {
+  auto it = per_peer.find(peer);
+  if (it != per_peer.end() && it->second >= kMaxSessionsPerPeer) {
+    if (auto victim = PickVictim(peer)) {
+      victim->Close();
+      Remove(victim);
+      CountEviction("peer");
     }
-    if (self->sessions.size() >= kMaxConnections) {
-      beast::error_code ignored;
-      socket.close(ignored);
-    } else {
-      auto session = std::make_shared<Session>(self, std::move(socket));
-      self->sessions.insert(session);
-      session->Start();
+    return;
+  }
+  if (sessions.size() < kMaxSessions) return;
+  // The peer holding the most sessions pays for the new one.
+  auto busiest = per_peer.begin();
+  for (auto p = per_peer.begin(); p != per_peer.end(); ++p) {
+    if (p->second > busiest->second) busiest = p;
+  }
+  if (busiest == per_peer.end()) return;
+  if (auto victim = PickVictim(busiest->first)) {
+    victim->Close();
+    Remove(victim);
+    CountEviction("global");
+  }
+}
+
+std::shared_ptr<HttpServer::State::Session> HttpServer::State::PickVictim(
+    const asio::ip::address& peer) const {
+  std::shared_ptr<Session> victim;
+  for (const auto& s : sessions) {
+    if (s->peer() != peer) continue;
+    if (!victim || s->EvictBefore(*victim)) victim = s;
+  }
+  return victim;
+}
+
+void HttpServer::State::CountEviction(const char* reason) {
+  ++evictions_unlogged;
+  auto now = Clock::now();
+  if (now - last_eviction_log < kEvictionLogInterval) return;
+  LogWarn("http", "sessions evicted to admit new connections",
+          {{"evicted", evictions_unlogged},
+           {"last_reason", reason},
+           {"sessions", sessions.size()}});
+  evictions_unlogged = 0;
+  last_eviction_log = now;
+}
+
+void HttpServer::State::Remove(const std::shared_ptr<Session>& session) {
+  if (sessions.erase(session) == 0) return;  // already removed (evicted)
+  auto it = per_peer.find(session->peer());
+  if (it != per_peer.end() && --it->second == 0) per_peer.erase(it);
+}
+
+std::optional<Clock::duration> HttpServer::State::ReserveScrape(
+    const asio::ip::address& peer) {
+  auto now = Clock::now();
+  if (scrape_turn.size() > kMaxSessions) {
+    std::erase_if(scrape_turn, [now](const auto& e) { return e.second < now; });
+  }
+  Clock::time_point& next = scrape_turn[peer];
+  Clock::time_point at = std::max(now, next);
+  if (at - now > kMaxScrapeWait) return std::nullopt;
+  next = at + kScrapeSpacing;
+  return at - now;
+}
+
+bool HttpServer::State::TakeWriterSlot() {
+  if (writers >= kMaxCachedWriters) return false;
+  ++writers;
+  return true;
+}
+
+void HttpServer::State::GetCached(Waiter waiter) {
+  if (body && Clock::now() - rendered_at < kRenderInterval) {
+    waiter(body);
+    return;
+  }
+  waiters.push_back(std::move(waiter));
+  if (!rendering) StartRender();
+}
+
+// The render runs on render_pool so that /healthz never waits behind it;
+// its result comes back to the io_context thread, where the cache lives.
+void HttpServer::State::StartRender() {
+  rendering = true;
+  asio::post(render_pool, [weak = weak_from_this(), &io = io,
+                           render = cached.render, started = Clock::now()] {
+    Body rendered;
+    try {
+      rendered = MakeBody(render());
+    } catch (const std::exception& e) {
+      LogError("http", "rendering failed", {{"error", e.what()}});
     }
-    self->Accept();
+    asio::post(io, [weak, rendered = std::move(rendered), started] {
+      if (auto self = weak.lock()) self->OnRendered(rendered, started);
+    });
   });
 }
 
-HttpServer::HttpServer(asio::io_context& io, Handler handler)
-    : state_(std::make_shared<State>(io, std::move(handler))) {}
+void HttpServer::State::OnRendered(Body rendered, Clock::time_point started) {
+  rendering = false;
+  if (rendered) {
+    body = rendered;
+    rendered_at = started;
+  }
+  auto ready = std::move(waiters);
+  waiters.clear();
+  if (stopped) return;
+  for (auto& w : ready) w(rendered);
+}
+
+HttpServer::HttpServer(asio::io_context& io, Handler handler,
+                       HttpCachedRoute cached)
+    : state_(
+          std::make_shared<State>(io, std::move(handler), std::move(cached))) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -166,8 +466,14 @@ void HttpServer::Stop() {
   beast::error_code ignored;
   state_->retry_timer.cancel();
   state_->acceptor.close(ignored);
-  auto sessions = std::move(state_->sessions);
+  std::set<std::shared_ptr<State::Session>> sessions;
+  sessions.swap(state_->sessions);
+  state_->per_peer.clear();
   for (const auto& s : sessions) s->Close();
+  // Waiters hold their sessions; a render in progress must not outlive
+  // what it reads (the caller's metrics).
+  state_->waiters.clear();
+  state_->render_pool.join();
 }
 
 }  // namespace compactiond

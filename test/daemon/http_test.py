@@ -1,0 +1,414 @@
+#!/usr/bin/env python3
+"""Hostile-client tests of compactiond's HTTP endpoint (issue 11).
+
+  http_test.py --binary PATH --repo ROOT TEST
+
+idle: silent and slow clients are cut off at the first-request deadline, a
+kept-alive connection is not, and one peer's surplus connections evict that
+peer's oldest idle ones while a probe from the same address still gets in.
+load: at 1,000 topics, 200 idle connections plus 60 looping /metrics
+scrapers, then 64 clients that pipeline /metrics and never read; /healthz
+answers fast throughout and the daemon's RSS stays bounded.
+
+Every client comes from 127.0.0.1, like a kubelet sharing a node with a
+misbehaving scraper: the daemon's per-peer cap must not starve the probes.
+Load runs in a child process so that the GIL of its threads does not delay
+the probes' own timing. Prints measured figures as "FIGURE ...".
+"""
+
+import argparse
+import http.client
+import multiprocessing
+import os
+import select
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (Daemon, TestFailure, check, drop_schema, log,  # noqa: E402
+                     run_cli, setup_schema, wait_for)
+
+ARGS = None
+PROBE = b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+SCRAPE = b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n"
+FIRST_REQUEST_DEADLINE = 5  # daemon/http.cpp kFirstRequestTimeout
+PER_PEER_CAP = 64           # daemon/http.cpp kMaxSessionsPerPeer
+MAX_SCRAPE_WAIT = 2         # daemon/http.cpp kMaxScrapeWait
+RSS_LIMIT_KB = 64 * 1024
+
+
+def schema_name(test):
+    return f"d_http_{test}_{os.getpid()}"
+
+
+def run_args(schema, app, *extra):
+    return ["run", "--schema", schema, "--listen", "127.0.0.1:0",
+            "--application-name", app, *extra]
+
+
+def probe(port, timeout=2.0):
+    """GET /healthz on a new connection, as a kubelet does: (status, s)."""
+    start = time.monotonic()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout) as s:
+            s.settimeout(max(0.01, timeout - (time.monotonic() - start)))
+            s.sendall(PROBE)
+            data = b""
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        status = int(data.split(b" ", 2)[1]) if data else 0
+    except OSError:
+        status = 0
+    return status, time.monotonic() - start
+
+
+def is_closed(sock, wait=0.0):
+    """True once the peer closed `sock` (EOF or reset); never consumes data."""
+    readable, _, _ = select.select([sock], [], [], wait)
+    if not readable:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+def wait_closed(sock, timeout):
+    """Seconds until the peer closed `sock`, or None after `timeout`."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if is_closed(sock, 0.05):
+            return time.monotonic() - start
+    return None
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+# --- load generators (run in a child process) ----------------------------------
+
+def hold_idle(port, count, stop, reopened):
+    """Keeps `count` silent connections open, topping up once a second."""
+    socks = []
+    while not stop.is_set():
+        alive = []
+        for s in socks:
+            if is_closed(s):
+                s.close()
+                with reopened.get_lock():
+                    reopened.value += 1
+            else:
+                alive.append(s)
+        socks = alive
+        while len(socks) < count and not stop.is_set():
+            try:
+                socks.append(socket.create_connection(("127.0.0.1", port), 2))
+            except OSError:
+                break
+        stop.wait(1.0)
+    for s in socks:
+        s.close()
+
+
+def scrape_loop(port, stop, counts):
+    """GET /metrics over keep-alive as fast as the answers come."""
+    conn = None
+    while not stop.is_set():
+        try:
+            if conn is None:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+            conn.request("GET", "/metrics")
+            r = conn.getresponse()
+            r.read()
+            index = {200: 0, 503: 1}.get(r.status, 2)
+        except (OSError, http.client.HTTPException):
+            index = 3
+            if conn is not None:
+                conn.close()
+            conn = None
+        with counts.get_lock():
+            counts[index] += 1
+    if conn is not None:
+        conn.close()
+
+
+def pipeline_never_read(port, stop, requests, resets):
+    """Sends `requests` pipelined scrapes, never reads, resends when cut."""
+    while not stop.is_set():
+        try:
+            with socket.create_connection(("127.0.0.1", port), 2) as s:
+                s.settimeout(2)
+                s.sendall(SCRAPE * requests)
+                while not stop.wait(0.5):
+                    s.sendall(SCRAPE)  # fails once the daemon gave up on us
+        except OSError:
+            with resets.get_lock():
+                resets.value += 1
+            stop.wait(0.1)
+
+
+def run_load(kind, port, stop, shared):
+    threads = []
+    if kind == "idle_and_scrapers":
+        threads.append(threading.Thread(
+            target=hold_idle, args=(port, 200, stop, shared["reopened"])))
+        threads += [threading.Thread(target=scrape_loop,
+                                     args=(port, stop, shared["counts"]))
+                    for _ in range(60)]
+    else:
+        threads += [threading.Thread(target=pipeline_never_read,
+                                     args=(port, stop, 2000, shared["resets"]))
+                    for _ in range(64)]
+    for t in threads:
+        t.daemon = True
+        t.start()
+    stop.wait()
+    # Threads blocked on a socket end with the process (daemon threads).
+    deadline = time.monotonic() + 5
+    for t in threads:
+        t.join(timeout=max(0, deadline - time.monotonic()))
+
+
+class Load:
+    """A load generator in its own process."""
+
+    def __init__(self, kind, port):
+        ctx = multiprocessing.get_context("fork")
+        self.stop_event = ctx.Event()
+        self.shared = {"reopened": ctx.Value("l", 0),
+                       "counts": ctx.Array("l", 4),  # 200, 503, other, error
+                       "resets": ctx.Value("l", 0)}
+        self.proc = ctx.Process(target=run_load, args=(
+            kind, port, self.stop_event, self.shared))
+
+    def __enter__(self):
+        self.proc.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_event.set()
+        self.proc.join(timeout=30)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+# --- idle: deadlines and the per-peer cap --------------------------------------
+
+def test_idle():
+    schema = schema_name("idle")
+    setup_schema(ARGS.binary, schema)
+    daemon = None
+    try:
+        daemon = Daemon(ARGS.binary, run_args(schema, f"cd_http_idle_{os.getpid()}"),
+                        name="http-idle").start()
+        port = daemon.port
+        # A silent connection, a slowloris dribbling one header line a
+        # second, and a kept-alive connection that made one request.
+        silent = socket.create_connection(("127.0.0.1", port))
+        slow = socket.create_connection(("127.0.0.1", port))
+        slow.sendall(b"GET /healthz HTTP/1.1\r\n")
+        kept = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        kept.request("GET", "/healthz")
+        check(kept.getresponse().read() == b"ok\n", "keep-alive request")
+        start = time.monotonic()
+        slow_closed = None
+        silent_closed = None
+        line = 0
+        while time.monotonic() - start < FIRST_REQUEST_DEADLINE + 5:
+            if slow_closed is None:
+                if is_closed(slow):
+                    slow_closed = time.monotonic() - start
+                else:
+                    try:
+                        slow.sendall(f"X-Drip-{line}: 1\r\n".encode())
+                        line += 1
+                    except OSError:
+                        slow_closed = time.monotonic() - start
+            if silent_closed is None and is_closed(silent):
+                silent_closed = time.monotonic() - start
+            if slow_closed is not None and silent_closed is not None:
+                break
+            time.sleep(0.5 if slow_closed is None else 0.05)
+        elapsed = time.monotonic() - start
+        # Past the first-request deadline, the kept-alive connection still
+        # serves: only the keep-alive idle timeout applies to it.
+        try:
+            kept.request("GET", "/healthz")
+            kept_status = kept.getresponse().status
+        except (OSError, http.client.HTTPException) as e:
+            kept_status = repr(e)
+        check(kept_status == 200, f"kept-alive connection after {elapsed:.1f}s"
+              f" idle: {kept_status}")
+        kept.close()
+        print(f"FIGURE http_idle silent_closed_after_s={silent_closed}"
+              f" slowloris_closed_after_s={slow_closed}"
+              f" keepalive_alive_after_s={elapsed:.1f}", flush=True)
+        for what, t in (("silent", silent_closed), ("slowloris", slow_closed)):
+            check(t is not None, f"{what} connection still open after "
+                  f"{FIRST_REQUEST_DEADLINE + 5}s")
+            check(FIRST_REQUEST_DEADLINE - 1.5 <= t <= FIRST_REQUEST_DEADLINE + 3,
+                  f"{what} connection closed after {t:.1f}s, expected about "
+                  f"{FIRST_REQUEST_DEADLINE}s")
+        silent.close()
+        slow.close()
+
+        # The per-peer cap: 100 idle connections from one address. The
+        # daemon accepts in connect order, so its evictions (oldest idle
+        # first) close exactly the oldest ones; a probe from the same
+        # address, arriving last, still gets in.
+        socks = [socket.create_connection(("127.0.0.1", port))
+                 for _ in range(100)]
+        status, took = probe(port)
+        check(status == 200, f"probe with 100 idle connections: {status}")
+        closed = [is_closed(s, 0.2 if i == 0 else 0.0)
+                  for i, s in enumerate(socks)]
+        open_idx = [i for i, c in enumerate(closed) if not c]
+        closed_idx = [i for i, c in enumerate(closed) if c]
+        print(f"FIGURE http_idle per_peer_open={len(open_idx)}"
+              f" evicted={len(closed_idx)} probe_s={took:.3f}", flush=True)
+        check(len(open_idx) <= PER_PEER_CAP,
+              f"{len(open_idx)} idle connections open, cap {PER_PEER_CAP}")
+        check(len(open_idx) >= PER_PEER_CAP - 2,
+              f"only {len(open_idx)} of the newest connections kept")
+        check(not closed_idx or max(closed_idx) < min(open_idx),
+              "evicted connections were not the oldest idle ones")
+        for s in socks:
+            s.close()
+        check(daemon.proc.poll() is None, "daemon exited")
+    finally:
+        if daemon:
+            daemon.stop()
+        drop_schema(schema)
+
+
+# --- load: 1,000 topics, idle + scrapers, then non-reading pipeliners ----------
+
+def register_topics(schema, count):
+    start = time.monotonic()
+    names = [f"t{i:04d}" for i in range(count)]
+    r = run_cli(ARGS.binary, ["topic", "register", *names, "--headless-ttl",
+                              "1h", "--schema", schema], timeout=150)
+    check(r.returncode == 0, f"registration failed: {r.stderr[-500:]}")
+    log(f"registered {count} topics in {time.monotonic() - start:.1f}s")
+
+
+def idle_and_scrapers(daemon):
+    """(a): returns the probe latencies under 200 idle + 60 scrapers."""
+    with Load("idle_and_scrapers", daemon.port) as load:
+        counts = load.shared["counts"]
+        wait_for(lambda: counts[0] >= 20, 30, "scrapers under way")
+        latencies, statuses = [], []
+        for _ in range(50):
+            status, took = probe(daemon.port)
+            statuses.append(status)
+            latencies.append(took)
+            time.sleep(0.1)
+        rss = daemon.rss_kb()
+        scrapes = list(counts)
+        reopened = load.shared["reopened"].value
+    p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
+    print(f"FIGURE http_load idle=200 scrapers=60 probes={len(latencies)}"
+          f" ok={statuses.count(200)} p50_ms={p50 * 1000:.1f}"
+          f" p95_ms={p95 * 1000:.1f} max_ms={max(latencies) * 1000:.1f}"
+          f" scrapes_200={scrapes[0]} scrapes_503={scrapes[1]}"
+          f" scrape_errors={scrapes[2] + scrapes[3]}"
+          f" idle_reopened={reopened} vmrss_kb={rss}", flush=True)
+    check(statuses.count(200) == len(statuses),
+          f"probes answered {statuses}")
+    check(max(latencies) < 1.0, f"slowest probe {max(latencies):.3f}s")
+    check(p95 < 0.1, f"/healthz p95 {p95 * 1000:.1f} ms, limit 100 ms")
+    check(scrapes[0] > 0, "no scrape succeeded")
+
+
+def pipeliners(daemon):
+    """(b): RSS and /healthz under 64 non-reading pipelining clients."""
+    base = daemon.rss_kb()
+    rss, statuses, latencies, scrape = [], [], [], []
+    with Load("pipeline", daemon.port) as load:
+        end = time.monotonic() + 20  # two write deadlines: clients resend
+        while time.monotonic() < end:
+            rss.append(daemon.rss_kb())
+            status, took = probe(daemon.port)
+            statuses.append(status)
+            latencies.append(took)
+            time.sleep(0.25)
+        # A scraper is answered (200, or 503 once its address has used up
+        # its turns), never left hanging.
+        start = time.monotonic()
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=5)
+            c.request("GET", "/metrics")
+            scrape = [c.getresponse().status, time.monotonic() - start]
+            c.close()
+        except (OSError, http.client.HTTPException) as e:
+            scrape = [repr(e), time.monotonic() - start]
+        resets = load.shared["resets"].value
+    print(f"FIGURE http_load pipeliners=64 vmrss_base_kb={base}"
+          f" vmrss_max_kb={max(rss)} limit_kb={RSS_LIMIT_KB}"
+          f" probes={len(statuses)} ok={statuses.count(200)}"
+          f" probe_p95_ms={percentile(latencies, 95) * 1000:.1f}"
+          f" probe_max_ms={max(latencies) * 1000:.1f}"
+          f" scrape={scrape[0]} scrape_s={scrape[1]:.3f}"
+          f" client_reconnects={resets}", flush=True)
+    check(max(rss) < RSS_LIMIT_KB, f"VmRSS reached {max(rss)} kB")
+    check(statuses.count(200) == len(statuses), f"probes answered {statuses}")
+    check(max(latencies) < 1.0, f"slowest probe {max(latencies):.3f}s")
+    check(scrape[0] in (200, 503) and scrape[1] < MAX_SCRAPE_WAIT + 1,
+          f"scrape under pipelining: {scrape}")
+    # Once the clients are gone the writer slots are free again.
+    wait_for(lambda: daemon.get("/metrics", timeout=5)[0] == 200, 15,
+             "/metrics 200 after the pipelining clients left")
+
+
+def test_load():
+    schema = schema_name("load")
+    setup_schema(ARGS.binary, schema)
+    daemon = None
+    try:
+        register_topics(schema, 1000)
+        daemon = Daemon(ARGS.binary, run_args(
+            schema, f"cd_http_load_{os.getpid()}"), name="http-load").start()
+        wait_for(lambda: daemon.metric("compaction_topics") == 1000, 60,
+                 "1000 topics loaded")
+        idle_and_scrapers(daemon)
+        pipeliners(daemon)
+        check(daemon.proc.poll() is None, "daemon exited")
+    finally:
+        if daemon:
+            daemon.stop()
+        drop_schema(schema)
+
+
+TESTS = {"idle": test_idle, "load": test_load}
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--binary", required=True)
+    p.add_argument("--repo", required=True)
+    p.add_argument("test", choices=sorted(TESTS))
+    ARGS = p.parse_args()
+    t = time.monotonic()
+    try:
+        TESTS[ARGS.test]()
+    except TestFailure as e:
+        print(f"FAIL http_{ARGS.test}: {e}", flush=True)
+        for d in Daemon.instances:
+            print(f"--- log of {d.name} (last 40 lines)")
+            print("\n".join(d.log_lines()[-40:]), flush=True)
+        return 1
+    print(f"PASS http_{ARGS.test} ({time.monotonic() - t:.1f}s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
