@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "compaction/detail/core.hpp"
 #include "compaction/options.hpp"
@@ -73,6 +74,18 @@ class TxState {
   // finished or a borrowed connection was put into pipeline mode (where
   // the library's synchronous statements cannot run).
   pg::Session SessionFor(const char* operation) const;
+  // SessionFor for an operation that writes or locks: also refuses, with
+  // InvalidArgument naming the level, a borrowed transaction that is not
+  // READ COMMITTED (the lock loop is defined for READ COMMITTED only).
+  // Asks the server once per borrowed transaction; an owned one began
+  // READ COMMITTED.
+  pg::Session WritingSessionFor(const char* operation);
+
+  // Topics this transaction resolved and then touched (locked a head row
+  // of, or produced to): a Destroy waits for this transaction on those
+  // tables' locks, so the id stays valid to its end.
+  std::optional<TopicInfo> TouchedTopic(const std::string& name) const;
+  void RememberTouchedTopic(const TopicInfo& topic);
   bool borrowed() const { return !lease_.has_value(); }
   bool finished() const { return finished_; }
   void MarkFinished() {
@@ -85,6 +98,8 @@ class TxState {
   pg::Session session_;
   std::optional<pg::Pool::Lease> lease_;
   bool finished_ = false;
+  bool read_committed_checked_ = false;
+  std::vector<TopicInfo> touched_topics_;  // a handful at most
 };
 
 // Runs `fn(session)` on a pooled connection outside any transaction.

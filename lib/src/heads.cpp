@@ -146,13 +146,20 @@ std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
   if (options.lock_timeout) {
     ValidateServerTimeout(kOp, "lock_timeout", *options.lock_timeout);
   }
-  const pg::Session s = tx.state().SessionFor(kOp);
-  // Resolved through the caller's transaction, never the cache, so the whole
-  // operation sees one database transaction.
-  const TopicInfo info = ResolveTopic(core, s, kOp, topic);
-  if (!options.lock_timeout) return LockLoop(core, s, info.id, key);
-  return WithLockTimeout(s, *options.lock_timeout,
-                         [&] { return LockLoop(core, s, info.id, key); });
+  TxState& state = tx.state();
+  const pg::Session s = state.WritingSessionFor(kOp);
+  // Resolved through the caller's transaction, never the client's cache,
+  // so the whole operation sees one database transaction; a topic this
+  // transaction already touched cannot have been destroyed since.
+  std::optional<TopicInfo> info = state.TouchedTopic(topic);
+  if (!info) info = ResolveTopic(core, s, kOp, topic);
+  std::optional<RawStored> head =
+      options.lock_timeout
+          ? WithLockTimeout(s, *options.lock_timeout,
+                            [&] { return LockLoop(core, s, info->id, key); })
+          : LockLoop(core, s, info->id, key);
+  state.RememberTouchedTopic(*info);
+  return head;
 }
 
 std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,

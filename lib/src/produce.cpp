@@ -4,6 +4,7 @@
 #include "core.hpp"
 #include "pg/sqlstate.hpp"
 #include "rows.hpp"
+#include "topics.hpp"
 #include "validate.hpp"
 
 namespace compaction::detail {
@@ -11,11 +12,18 @@ namespace {
 
 constexpr const char* kOp = "Produce";
 
-void ValidateProduce(const ProduceOptions& options) {
+void ValidateProduce(const Outgoing& message, const ProduceOptions& options) {
   if (options.compaction && !options.message_key) {
     throw InvalidArgument(kOp, "a compacted message needs a message key");
   }
   if (options.message_key) ValidateMessageKey(kOp, *options.message_key);
+  if (message.schema_version < 1 ||
+      message.schema_version > kMaxSchemaVersion) {
+    throw InvalidArgument(kOp, "schema_version must be in 1.." +
+                                   std::to_string(kMaxSchemaVersion) +
+                                   ", got " +
+                                   std::to_string(message.schema_version));
+  }
 }
 
 std::string PlainInsertSql(const ClientCore& core, std::int64_t id) {
@@ -67,35 +75,55 @@ ProduceResult Run(ClientCore& core, pg::Session s, const TopicInfo& topic,
   } else {
     sql = PlainInsertSql(core, topic.id);
   }
-  pg::Result r;
-  try {
-    r = pg::Exec(s, kOp, sql, params);
-  } catch (const DatabaseError& e) {
-    // The producer resolved its topic once; the topic was destroyed since.
-    if (e.sqlstate() == pg::kUndefinedTable) throw TopicNotFound(kOp, topic.name);
-    throw;
-  }
+  pg::Result r = pg::Exec(s, kOp, sql, params);
   return ProduceResult{pg::Int64(r.get(), 0, 0),
                        FromMicros(pg::Int64(r.get(), 0, 1)),
-                       pg::Bool(r.get(), 0, 2)};
+                       pg::Bool(r.get(), 0, 2), 0};
 }
 
 }  // namespace
 
-ProduceResult Produce(ClientCore& core, const TopicInfo& topic,
+ProduceResult Produce(ClientCore& core, const std::string& topic,
                       const Outgoing& message, const ProduceOptions& options) {
-  ValidateProduce(options);
+  ValidateTopicName(kOp, topic);
+  ValidateProduce(message, options);
   // One statement in autocommit mode: message and head commit together.
-  return WithConnection(core, kOp, [&](pg::Session s) {
-    return Run(core, s, topic, message, options);
+  // WithTopic re-resolves a cached topic that was destroyed meanwhile.
+  return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
+    try {
+      return Run(core, s, t, message, options);
+    } catch (const ConnectionLost&) {
+      // The statement was sent: it may have committed before the
+      // connection broke, and a retry would store the message twice.
+      throw CommitOutcomeUnknown(
+          kOp, "the connection broke during an autocommit produce; the "
+               "message may or may not have been stored");
+    }
   });
 }
 
-ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const TopicInfo& topic,
+ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
                           const Outgoing& message,
                           const ProduceOptions& options) {
-  ValidateProduce(options);
-  return Run(core, tx.state().SessionFor(kOp), topic, message, options);
+  ValidateTopicName(kOp, topic);
+  ValidateProduce(message, options);
+  TxState& state = tx.state();
+  const pg::Session s = state.WritingSessionFor(kOp);
+  // Resolved through the caller's transaction (a plain read: a topic that
+  // is gone is TopicNotFound and the transaction stays usable), unless it
+  // already touched the topic's tables, which a Destroy then waits for.
+  std::optional<TopicInfo> info = state.TouchedTopic(topic);
+  if (!info) info = ResolveTopic(core, s, kOp, topic);
+  try {
+    ProduceResult result = Run(core, s, *info, message, options);
+    state.RememberTouchedTopic(*info);
+    return result;
+  } catch (const DatabaseError& e) {
+    // Destroyed between the lookup and the insert (the statement failed,
+    // so the transaction is aborted now).
+    if (e.sqlstate() == pg::kUndefinedTable) throw TopicNotFound(kOp, topic);
+    throw;
+  }
 }
 
 }  // namespace compaction::detail

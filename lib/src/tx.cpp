@@ -53,6 +53,39 @@ pg::Session TxState::SessionFor(const char* operation) const {
   return session_;
 }
 
+pg::Session TxState::WritingSessionFor(const char* operation) {
+  const pg::Session s = SessionFor(operation);
+  if (!borrowed() || read_committed_checked_) return s;
+  // The caller's transaction may run at any level; reading it takes no
+  // snapshot that matters at READ COMMITTED, and under REPEATABLE READ or
+  // SERIALIZABLE the operation is refused anyway.
+  pg::Result r = pg::Exec(
+      s, operation,
+      "SELECT pg_catalog.current_setting('transaction_isolation')");
+  const std::string level(pg::Text(r.get(), 0, 0));
+  if (level != "read committed") {
+    throw InvalidArgument(operation,
+                          "the borrowed transaction runs at isolation level " +
+                              level +
+                              "; LockCompactionHead and ProduceInTx need READ "
+                              "COMMITTED (BEGIN ISOLATION LEVEL READ COMMITTED)");
+  }
+  read_committed_checked_ = true;
+  return s;
+}
+
+std::optional<TopicInfo> TxState::TouchedTopic(const std::string& name) const {
+  for (const TopicInfo& t : touched_topics_) {
+    if (t.name == name) return t;
+  }
+  return std::nullopt;
+}
+
+void TxState::RememberTouchedTopic(const TopicInfo& topic) {
+  if (TouchedTopic(topic.name)) return;
+  touched_topics_.push_back(topic);
+}
+
 }  // namespace detail
 
 detail::TxState& Tx::state() const {
@@ -116,7 +149,10 @@ Tx BeginTx(ClientCore& core) {
   // Prepared like every statement of the library (COMMIT too): the
   // extended protocol skips the parse that a simple query repeats on every
   // call, as pgbench -M prepared does (test/bench/RESULTS.md).
-  pg::Exec((*lease).session(), "Begin", "BEGIN");
+  // READ COMMITTED whatever the server's or role's
+  // default_transaction_isolation: the lock loop is defined for it only.
+  pg::Exec((*lease).session(), "Begin",
+           "BEGIN ISOLATION LEVEL READ COMMITTED");
   return Tx(std::make_unique<TxState>(core.shared_from_this(), std::move(lease)));
 }
 

@@ -18,6 +18,11 @@
 namespace compaction {
 
 // A message that carries its own schema version and any JSON payload.
+// The largest schema_version a message may carry. A head with a higher
+// version wins over every produce of a lower one, so a stray huge version
+// would pin its key for every writer; real versions count releases.
+inline constexpr int kMaxSchemaVersion = 1000000;
+
 struct RawMessage {
   int schema_version = 1;
   nlohmann::json payload;
@@ -50,6 +55,12 @@ struct ProduceResult {
   std::chrono::system_clock::time_point created_at;
   // True when this message became its key's compaction head.
   bool head_advanced = false;
+  // Compacted produces of this Producer (and its copies) that did not
+  // become their key's head, this one included: the key's head already
+  // ranked higher. A head with a higher schema_version wins over every
+  // produce of a lower one, so an old writer next to a newer one sees this
+  // count grow instead of its values land.
+  std::int64_t not_advanced = 0;
 };
 
 template <class M>

@@ -1,11 +1,16 @@
 // Producer<M>: appends messages to one topic's log.
 //
-// Obtained from TopicHandle<M>::RegisterProducer(), which resolves the topic
-// once. Lifetime: keeps the client's connection pool alive. Thread safety:
+// Obtained from TopicHandle<M>::RegisterProducer(), which checks the topic
+// exists. Produces address the topic by name: a producer that outlived a
+// Destroy and Register of its topic works on the new topic; only a topic
+// that is really gone is TopicNotFound (and ProduceInTx leaves the caller's
+// transaction usable then). Lifetime: keeps the client's connection pool alive. Thread safety:
 // Produce may be called from many threads at once; ProduceInTx follows the
 // thread rules of the Tx it is given.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -23,17 +28,25 @@ class Producer {
 
   // Appends `message` in its own transaction. With options.compaction set,
   // a message key is required and the key's head moves to this message when
-  // it wins (DESIGN section 3), in the same statement.
+  // it wins, in the same statement: when the key has no head, or when
+  // (schema_version, rank, id) of this message is greater than the head's.
+  // The message's schema_version must be in 1..kMaxSchemaVersion
+  // (InvalidArgument). A connection that breaks while the statement is in
+  // flight is CommitOutcomeUnknown: the message may have been stored.
   ProduceResult Produce(const M& message, const ProduceOptions& options = {}) {
-    return detail::Produce(*core_, topic_, Encode(message), options);
+    return Count(detail::Produce(*core_, topic_.name, Encode(message), options),
+                 options);
   }
 
   // The same inside the caller's transaction: commits or rolls back with it.
   ProduceResult ProduceInTx(Tx& tx, const M& message,
                             const ProduceOptions& options = {}) {
-    return detail::ProduceInTx(*core_, tx, topic_, Encode(message), options);
+    return Count(detail::ProduceInTx(*core_, tx, topic_.name, Encode(message),
+                                     options),
+                 options);
   }
 
+  // The topic as it was when this producer was registered.
   const TopicInfo& topic() const { return topic_; }
 
  private:
@@ -43,8 +56,18 @@ class Producer {
         detail::DumpPayload("Produce", detail::Codec<M>::Encode(message))};
   }
 
+  // Fills in not_advanced (see ProduceResult).
+  ProduceResult Count(ProduceResult result, const ProduceOptions& options) {
+    if (options.compaction && !result.head_advanced) ++*not_advanced_;
+    result.not_advanced = *not_advanced_;
+    return result;
+  }
+
   std::shared_ptr<detail::ClientCore> core_;
   TopicInfo topic_;
+  // Shared by copies of this producer.
+  std::shared_ptr<std::atomic<std::int64_t>> not_advanced_ =
+      std::make_shared<std::atomic<std::int64_t>>(0);
 };
 
 }  // namespace compaction

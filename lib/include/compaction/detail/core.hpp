@@ -40,9 +40,13 @@ std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
 std::vector<RawStored> ListHeads(ClientCore& core, const std::string& topic,
                                  const ListOptions& options);
 
-ProduceResult Produce(ClientCore& core, const TopicInfo& topic,
+// Both resolve the topic by name: Produce through the client's cache,
+// re-resolving once when the cached topic was destroyed (and perhaps
+// re-created); ProduceInTx through the caller's transaction, unless that
+// transaction already locked or produced to the topic.
+ProduceResult Produce(ClientCore& core, const std::string& topic,
                       const Outgoing& message, const ProduceOptions& options);
-ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const TopicInfo& topic,
+ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
                           const Outgoing& message,
                           const ProduceOptions& options);
 
