@@ -241,9 +241,8 @@ void App::UpdateReady() {
 }
 
 HttpResponse App::Handle(const std::string& path) {
-  if (path == "/metrics") {
-    return {200, "text/plain; version=0.0.4; charset=utf-8", probe_.Serialize()};
-  }
+  // /metrics never comes here: the server renders it off the event loop
+  // and shares the cached text between scrapes (see App::Build).
   if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
   if (path == "/readyz") {
     if (ready_) return {200, "text/plain; charset=utf-8", "ready\n"};

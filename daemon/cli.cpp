@@ -55,6 +55,12 @@ void CheckOptionUse(const Invocation& inv, const std::string& command) {
   if (inv.headless_ttl && command.rfind("topic register", 0) != 0) {
     throw ConfigError("option '--headless-ttl' is for 'topic register'");
   }
+  if (inv.roles && command != "schema install") {
+    throw ConfigError("option '--roles' is for 'schema install'");
+  }
+  if (!inv.role_prefix.empty() && !inv.roles) {
+    throw ConfigError("option '--role-prefix' needs 'schema install --roles'");
+  }
 }
 
 int SweepOnce(const Settings& s) {
@@ -117,6 +123,9 @@ nlohmann::json StatsJson(const compaction::TopicOverview& t) {
         {"total_deleted_rows", j.total_deleted_rows},
         {"last_error", j.last_error},
         {"claimed_by", j.claimed_by}}},
+      // Non-empty when this topic's stats could not be read (the rest of
+      // the object is then zero).
+      {"stats_error", t.error},
   };
 }
 
@@ -148,7 +157,9 @@ int Stats(const Settings& s, bool json) {
               << FormatDuration(t.info.headless_ttl) << std::setw(12)
               << HeadlessText(t.stats) << std::setw(14) << age.str()
               << std::setw(14) << t.stats.janitor.total_deleted_rows
-              << t.stats.janitor.last_error << "\n";
+              << (t.error.empty() ? t.stats.janitor.last_error
+                                  : "stats unreadable: " + t.error)
+              << "\n";
   }
   return kExitOk;
 }
@@ -190,10 +201,17 @@ int TopicRegister(const Settings& s, const std::vector<std::string>& names,
   return kExitOk;
 }
 
-int SchemaInstall(const Settings& s) {
+int SchemaInstall(const Settings& s, bool roles,
+                  const std::string& role_prefix) {
   compaction::Client client = Connect(s);
   client.InstallSchema();
   std::cout << "schema installed: " << s.schema << "\n";
+  if (roles) {
+    client.InstallRoles(role_prefix);
+    const std::string p = role_prefix.empty() ? s.schema : role_prefix;
+    std::cout << "roles installed: " << p << "_owner, " << p << "_app, " << p
+              << "_janitor, " << p << "_monitor\n";
+  }
   return kExitOk;
 }
 
@@ -221,7 +239,9 @@ int Dispatch(const std::vector<std::string>& args, Invocation& inv) {
     return SweepOnce(s);
   }
   if (command == "stats") return Stats(s, inv.json);
-  if (command == "schema install") return SchemaInstall(s);
+  if (command == "schema install") {
+    return SchemaInstall(s, inv.roles, inv.role_prefix);
+  }
   if (command == "topic list") return TopicList(s, inv.json);
   if (w.size() >= 3 && w[0] == "topic" && w[1] == "register") {
     return TopicRegister(s, {w.begin() + 2, w.end()}, inv.headless_ttl);

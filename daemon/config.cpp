@@ -113,6 +113,10 @@ po::options_description CommandLineOnly() {
       ("print-config", "print the effective configuration (secrets masked) and exit")
       ("json", "stats, topic list: print JSON")
       ("once", "sweep: one pass over every topic, then exit")
+      ("roles", "schema install: also create or refresh the least-privilege "
+                "roles <prefix>_owner, _app, _janitor, _monitor (superuser)")
+      ("role-prefix", po::value<std::string>(),
+       "schema install --roles: role name prefix (default: the schema name)")
       ("headless-ttl", po::value<std::string>(), "topic register: TTL of headless rows (default 1h)");
   return desc;
 }
@@ -471,6 +475,10 @@ void ReadCommandLineOnly(const po::variables_map& vm, Invocation& inv) {
   inv.print_config = vm.count("print-config") != 0;
   inv.json = vm.count("json") != 0;
   inv.once = vm.count("once") != 0;
+  inv.roles = vm.count("roles") != 0;
+  if (vm.count("role-prefix") != 0) {
+    inv.role_prefix = vm["role-prefix"].as<std::string>();
+  }
   if (vm.count("headless-ttl") != 0) {
     inv.headless_ttl =
         ToTtl("headless-ttl", vm["headless-ttl"].as<std::string>());

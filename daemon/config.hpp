@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <compaction/options.hpp>
+
 #include "daemon/log.hpp"
 
 namespace compactiond {
@@ -31,7 +33,7 @@ using Millis = std::chrono::milliseconds;
 // library's compaction::kMaxTtl (lib/include/compaction/options.hpp). A
 // larger one used to be accepted and then made every sweep fail: now() plus
 // or minus it is outside PostgreSQL's timestamp range (SQLSTATE 22008).
-inline constexpr Millis kMaxTtl = std::chrono::hours(24 * 36500);
+inline constexpr Millis kMaxTtl = compaction::kMaxTtl;
 // Timers (sweep intervals, refresh periods, reconnect delays,
 // shutdown-timeout): one year. steady_clock counts int64 nanoseconds, about
 // 292 years, and Asio adds the delay to now(); a delay near that overflows
@@ -101,6 +103,8 @@ struct Invocation {
   bool print_config = false;
   bool json = false;
   bool once = false;
+  bool roles = false;         // schema install --roles
+  std::string role_prefix;    // schema install --role-prefix; empty: schema
   std::optional<Millis> headless_ttl;  // at most kMaxTtl
   std::string config_file;  // empty: none
   // Permission bits of the config file when it holds a secret (password or

@@ -21,6 +21,10 @@ std::map<std::string, std::string> ConnectionParams(const Settings& s) {
   }
   if (!options.empty()) options += " ";
   options += "-c statement_timeout=" + std::to_string(s.stats_timeout.count());
+  // The library pins search_path on its own connections; the listener's
+  // connection (which only LISTENs) gets the same pin, so no session of the
+  // daemon searches a schema another role can create objects in.
+  options += " -c search_path=pg_catalog,pg_temp";
   params["options"] = options;
   if (params.count("connect_timeout") == 0 &&
       std::getenv("PGCONNECT_TIMEOUT") == nullptr) {

@@ -12,6 +12,7 @@ takes the other topics' statistics down; it is counted and logged.
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -142,6 +143,18 @@ def test_broken_topic():
                  if "msg=\"topic statistics unreadable\"" in line]
         check(len(again) == 3, f"{len(again)} unreadable-topic log lines")
 
+        # The CLI says which topic and why, and lists the others.
+        r = run_cli(ARGS.binary, ["stats", "--schema", schema])
+        check(r.returncode == 0, f"stats failed: {r.stderr}")
+        check("stats unreadable" in r.stdout and "healthy" in r.stdout,
+              f"stats output: {r.stdout}")
+        r = run_cli(ARGS.binary, ["stats", "--json", "--schema", schema])
+        check(r.returncode == 0, f"stats --json failed: {r.stderr}")
+        by_topic = {t["topic"]: t for t in json.loads(r.stdout)}
+        check(by_topic["healthy"]["stats_error"] == "" and
+              "does not exist" in by_topic["dropped"]["stats_error"],
+              f"stats --json: {by_topic}")
+
         # Repaired (the typed-in row removed): counted down, logged.
         psql(f"""DELETE FROM "{schema}".topic WHERE name = 'typed-in'""")
         wait_for(lambda: daemon.metric(
@@ -153,9 +166,55 @@ def test_broken_topic():
         drop_schema(schema)
 
 
+# --- the shipped roles through the CLI -----------------------------------------
+
+def test_roles_cli():
+    schema = f"d_roles_{os.getpid()}"
+    prefix = f"r{os.getpid()}"
+    login = f"{prefix}_sweeper"
+    setup_schema(ARGS.binary, schema)
+    try:
+        r = run_cli(ARGS.binary, ["schema", "install", "--roles",
+                                  "--role-prefix", prefix, "--schema", schema])
+        check(r.returncode == 0, f"schema install --roles failed: {r.stderr}")
+        check(f"{prefix}_janitor" in r.stdout, f"output: {r.stdout}")
+        roles = {row[0] for row in psql(
+            f"SELECT rolname FROM pg_roles WHERE rolname LIKE '{prefix}\\_%'")}
+        check(roles == {f"{prefix}_{k}" for k in
+                        ("owner", "app", "janitor", "monitor")},
+              f"roles: {roles}")
+        tid = register(ARGS.binary, schema, "swept", "1h")
+        insert_headless(schema, tid, 4, age_sql="interval '2 hours'")
+        # compactiond as a login member of the janitor role: sweeps, and
+        # cannot drop what it sweeps.
+        psql(f"CREATE ROLE {login} LOGIN IN ROLE {prefix}_janitor")
+        env = dict(os.environ, PGUSER=login)
+        r = run_cli(ARGS.binary, ["sweep", "--once", "--schema", schema], env)
+        check(r.returncode == 0, f"sweep as the janitor failed: {r.stderr}")
+        check(headless_count(schema, tid) == 0, "the janitor did not sweep")
+        r = run_cli(ARGS.binary, ["stats", "--schema", schema], env)
+        check(r.returncode == 0, f"stats as the janitor failed: {r.stderr}")
+        denied = psql(f'DROP TABLE "{schema}".compaction_head_{tid}', env,
+                      check_rc=False)
+        check(headless_count(schema, tid) == 0 and denied == [],
+              "the janitor dropped a head table")
+        check(psql(f"SELECT to_regclass('\"{schema}\".compaction_head_{tid}')"
+                   " IS NOT NULL")[0][0] == "t", "head table gone")
+        r = run_cli(ARGS.binary, ["schema", "install", "--role-prefix", "x",
+                                  "--schema", schema])
+        check(r.returncode == 2, "--role-prefix without --roles accepted")
+    finally:
+        drop_schema(schema)
+        psql(f"DROP ROLE IF EXISTS {login}", check_rc=False)
+        for k in ("monitor", "janitor", "app", "owner"):
+            psql(f"DROP OWNED BY {prefix}_{k}", check_rc=False)
+            psql(f"DROP ROLE IF EXISTS {prefix}_{k}", check_rc=False)
+
+
 TESTS = {
     "search_path_traps": test_search_path_traps,
     "broken_topic": test_broken_topic,
+    "roles_cli": test_roles_cli,
 }
 
 
