@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Daemon, TestFailure, check, drop_schema,  # noqa: E402
                      headless_count, insert_headless, log, psql, register,
-                     scalar, setup_schema, wait_for)
+                     setup_schema, wait_for)
 
 MARKER = "hostile-marker-q7z"  # must never show up in the daemon's log
 
