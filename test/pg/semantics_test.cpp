@@ -181,3 +181,17 @@ TEST_CASE("the lock loop gives up after a bounded number of lost inserts, leavin
   PQclear(r);
   tx.Commit();
 }
+
+TEST_CASE("plain reads create no key row, and a rolled-back lock leaves none") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("rows");
+  topic.Register();
+  CHECK_FALSE(topic.Key("read").CompactionHead());
+  CHECK(topic.Key("read").Messages(10).empty());
+  {
+    Tx tx = db.client().Begin();
+    CHECK_FALSE(topic.Key("locked").LockCompactionHead(tx));
+    tx.Rollback();
+  }
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("rows")) == 0);
+}
