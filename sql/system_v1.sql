@@ -6,6 +6,8 @@
 --   schema_name  (in braces) the schema name as a string literal
 --   topic_v1     (in braces) the text of sql/topic_v1.sql as a string
 --                literal, its own placeholders left for register_topic
+--   topic_fingerprint  (in braces) the fingerprint of that text as a
+--                string literal, recorded for every topic it creates
 -- The library runs this file in one transaction. Pre-v1 this baseline is
 -- edited in place: recreate an existing database.
 --
@@ -44,10 +46,14 @@ CREATE TABLE IF NOT EXISTS {schema}.topic (
 );
 
 -- Baseline versions: topic_id NULL is the system baseline, otherwise the
--- baseline the topic's generated tables were created from.
+-- baseline the topic's generated tables were created from. Pre-v1 a
+-- baseline changes in place under the same version number, so the library
+-- also records a fingerprint (a hash of the baseline's SQL text) and
+-- refuses a database whose fingerprint is not its own.
 CREATE TABLE IF NOT EXISTS {schema}.schema_version (
   topic_id     bigint REFERENCES {schema}.topic (id) ON DELETE CASCADE,
   version      integer NOT NULL,
+  fingerprint  text NOT NULL,
   installed_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
   CONSTRAINT schema_version_subject UNIQUE NULLS NOT DISTINCT (topic_id)
 );
@@ -95,12 +101,12 @@ $grant_topic$;
 -- A concurrent registration of the same name waits on the topic's unique
 -- index and then takes the update branch, so the DDL runs once; either
 -- branch leaves the row locked by this transaction for the settings update.
--- `version` is the recorded topic baseline version (NULL when missing):
--- the library refuses a topic at another version.
+-- `version` and `fingerprint` are the recorded topic baseline's (NULL when
+-- missing): the library refuses a topic created from another baseline.
 CREATE OR REPLACE FUNCTION {schema}.register_topic(p_name text,
                                                    p_headless_ttl_ms bigint)
   RETURNS TABLE (id bigint, name text, headless_ttl_ms bigint,
-                 inserted boolean, version integer)
+                 inserted boolean, version integer, fingerprint text)
   LANGUAGE plpgsql
   SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
@@ -133,12 +139,13 @@ BEGIN
       pg_catalog.replace(v_template, '{id}'::text, id::text),
       pg_catalog.concat('{', 'schema}'), v_schema);
     version := 1;
-    INSERT INTO {schema}.schema_version (topic_id, version)
-    VALUES (id, version);
+    fingerprint := {topic_fingerprint};
+    INSERT INTO {schema}.schema_version (topic_id, version, fingerprint)
+    VALUES (id, version, fingerprint);
     INSERT INTO {schema}.janitor_state (topic_id) VALUES (id);
     PERFORM {schema}.grant_topic(id);
   ELSE
-    SELECT v.version INTO version
+    SELECT v.version, v.fingerprint INTO version, fingerprint
     FROM {schema}.schema_version v WHERE v.topic_id = id;
   END IF;
   -- Tells LISTENing daemons that the topic set changed; sent on commit.

@@ -33,6 +33,33 @@ SchemaVersionMismatch::SchemaVersionMismatch(std::string operation,
       found_(found),
       expected_(expected) {}
 
+namespace {
+// A fingerprint as the database holds it: anything a DBA typed in, so
+// shortened and without control characters.
+std::string ShownFingerprint(const std::string& text) {
+  if (text.empty()) return "none";
+  std::string out;
+  for (char c : text.substr(0, 64)) {
+    out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
+  }
+  return text.size() > 64 ? out + "..." : out;
+}
+}  // namespace
+
+SchemaVersionMismatch::SchemaVersionMismatch(
+    std::string operation, const std::string& subject, int version,
+    const std::string& found_fingerprint,
+    const std::string& expected_fingerprint)
+    : Error(std::move(operation),
+            subject + " was created by another build of baseline version " +
+                std::to_string(version) + " (fingerprint " +
+                ShownFingerprint(found_fingerprint) + ", this build's " +
+                expected_fingerprint +
+                "): pre-v1 baselines change in place without migrations: "
+                "recreate the database"),
+      found_(version),
+      expected_(version) {}
+
 MessageDecodeError::MessageDecodeError(std::string operation,
                                        std::int64_t message_id,
                                        const std::string& reason)

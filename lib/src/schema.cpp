@@ -3,6 +3,8 @@
 #include "schema.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <string_view>
 
 #include "compaction/client.hpp"
 #include "pg/sqlstate.hpp"
@@ -11,6 +13,30 @@
 
 namespace compaction::detail {
 namespace {
+
+// 64-bit FNV-1a: a fingerprint to tell builds apart, not a security
+// measure (whoever can write the table can write any value).
+class Fnv1a64 {
+ public:
+  Fnv1a64& Add(std::string_view text) {
+    for (unsigned char c : text) {
+      hash_ ^= c;
+      hash_ *= 0x100000001b3ULL;
+    }
+    return *this;
+  }
+  std::string Hex() const {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string out(16, '0');
+    for (int i = 15, shift = 0; i >= 0; --i, shift += 4) {
+      out[static_cast<std::size_t>(i)] = kDigits[(hash_ >> shift) & 0xF];
+    }
+    return out;
+  }
+
+ private:
+  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
 
 // The baselines put the schema inside dollar-quoted function and DO bodies,
 // where a '$' of the name could end the quoting early.
@@ -26,7 +52,8 @@ std::string SystemBaseline(const ClientCore& core, PGconn* conn) {
       sql::k_system_v1,
       {{"{schema}", core.schema()},
        {"{schema_name}", pg::QuoteLiteral(conn, core.options().schema)},
-       {"{topic_v1}", pg::QuoteLiteral(conn, std::string(sql::k_topic_v1))}});
+       {"{topic_v1}", pg::QuoteLiteral(conn, std::string(sql::k_topic_v1))},
+       {"{topic_fingerprint}", pg::QuoteLiteral(conn, TopicFingerprint())}});
 }
 
 // Errors a concurrent installer can cause us: both pass IF NOT EXISTS (or
@@ -47,17 +74,6 @@ void RetryingInstallRace(F&& once) {
   }
 }
 
-// Throws unless the system baseline this library expects is installed.
-void RequireInstalled(ClientCore& core, pg::Session session,
-                      const char* operation) {
-  const int found =
-      InstalledSystemVersion(core, session, operation).value_or(0);
-  if (found != kSystemBaselineVersion) {
-    throw SchemaVersionMismatch(operation, "schema " + core.schema(), found,
-                                kSystemBaselineVersion);
-  }
-}
-
 void InstallOnce(ClientCore& core) {
   constexpr const char* kOp = "InstallSchema";
   Tx tx = BeginTx(core);
@@ -73,8 +89,9 @@ void InstallOnce(ClientCore& core) {
   pg::ExecScript(session.conn, kOp, SystemBaseline(core, session.conn));
   pg::Exec(session, kOp,
            "INSERT INTO " + core.schema() +
-               ".schema_version (topic_id, version) VALUES (NULL, $1::int)",
-           pg::Params().Add(kSystemBaselineVersion));
+               ".schema_version (topic_id, version, fingerprint) "
+               "VALUES (NULL, $1::int, $2::text)",
+           pg::Params().Add(kSystemBaselineVersion).Add(SystemFingerprint()));
   tx.Commit();
 }
 
@@ -103,7 +120,7 @@ void InstallRolesOnce(ClientCore& core, const RoleNames& names) {
   constexpr const char* kOp = "InstallRoles";
   Tx tx = BeginTx(core);
   const pg::Session session = tx.state().session();
-  RequireInstalled(core, session, kOp);
+  RequireSystemBaseline(core, session, kOp);
   // The names are plain (ValidRoleName), so quoting cannot fail or differ.
   auto quoted = [](const std::string& role) { return "\"" + role + "\""; };
   pg::ExecScript(
@@ -121,6 +138,45 @@ void InstallRolesOnce(ClientCore& core, const RoleNames& names) {
 
 }  // namespace
 
+const std::string& SystemFingerprint() {
+  static const std::string fingerprint =
+      Fnv1a64()
+          .Add(sql::k_system_v1)
+          .Add(std::string_view("\0", 1))
+          .Add(sql::k_topic_v1)
+          .Hex();
+  return fingerprint;
+}
+
+const std::string& TopicFingerprint() {
+  static const std::string fingerprint = Fnv1a64().Add(sql::k_topic_v1).Hex();
+  return fingerprint;
+}
+
+void RequireSystemBaseline(ClientCore& core, pg::Session session,
+                           const char* operation) {
+  const int found =
+      InstalledSystemVersion(core, session, operation).value_or(0);
+  if (found != kSystemBaselineVersion) {
+    throw SchemaVersionMismatch(operation, "schema " + core.schema(), found,
+                                kSystemBaselineVersion);
+  }
+}
+
+void CheckTopicBaseline(const char* operation, const std::string& topic_name,
+                        int version,
+                        const std::optional<std::string>& fingerprint) {
+  const std::string subject = "topic \"" + topic_name + "\" baseline";
+  if (version != kTopicBaselineVersion) {
+    throw SchemaVersionMismatch(operation, subject, version,
+                                kTopicBaselineVersion);
+  }
+  if (fingerprint != TopicFingerprint()) {
+    throw SchemaVersionMismatch(operation, subject, version,
+                                fingerprint.value_or(""), TopicFingerprint());
+  }
+}
+
 std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
                                           const char* operation) {
   // to_regclass answers NULL instead of failing, so this never aborts the
@@ -129,11 +185,21 @@ std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
       session, operation, "SELECT pg_catalog.to_regclass($1::text) IS NOT NULL",
       pg::Params().Add(core.schema() + ".schema_version"));
   if (!pg::Bool(exists.get(), 0, 0)) return std::nullopt;
-  pg::Result r = pg::Exec(session, operation,
-                          "SELECT version FROM " + core.schema() +
-                              ".schema_version WHERE topic_id IS NULL");
+  // The fingerprint through to_jsonb: a database from a build before the
+  // column existed answers NULL instead of failing the statement.
+  pg::Result r = pg::Exec(
+      session, operation,
+      "SELECT v.version, pg_catalog.to_jsonb(v) ->> 'fingerprint' FROM " +
+          core.schema() + ".schema_version v WHERE v.topic_id IS NULL");
   if (PQntuples(r.get()) == 0) return 0;
-  return static_cast<int>(pg::Int64(r.get(), 0, 0));
+  const int version = static_cast<int>(pg::Int64(r.get(), 0, 0));
+  const std::string fingerprint =
+      pg::IsNull(r.get(), 0, 1) ? std::string() : std::string(pg::Text(r.get(), 0, 1));
+  if (version == kSystemBaselineVersion && fingerprint != SystemFingerprint()) {
+    throw SchemaVersionMismatch(operation, "schema " + core.schema(), version,
+                                fingerprint, SystemFingerprint());
+  }
+  return version;
 }
 
 void InstallSchema(ClientCore& core) {

@@ -7,10 +7,30 @@
 
 namespace compaction::detail {
 
+// Fingerprints of this build's baselines: 64-bit FNV-1a of the embedded SQL
+// text, as 16 hex digits. The system one covers sql/topic_v1.sql too, which
+// the system baseline embeds for register_topic. Pre-v1 a baseline changes
+// in place under the same version number; the fingerprint tells the builds
+// apart.
+const std::string& SystemFingerprint();
+const std::string& TopicFingerprint();
+
 // The recorded system baseline version; nullopt when the schema is not
-// installed, 0 when installed without a version row.
+// installed, 0 when installed without a version row. When the version is
+// this build's but the recorded fingerprint is not (or is missing), throws
+// SchemaVersionMismatch saying to recreate the database.
 std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
                                           const char* operation);
+
+// Throws SchemaVersionMismatch unless the system baseline this build
+// expects (version and fingerprint) is installed.
+void RequireSystemBaseline(ClientCore& core, pg::Session session,
+                           const char* operation);
+
+// Throws SchemaVersionMismatch unless a topic's recorded baseline (version
+// 0: none recorded; fingerprint nullopt: none recorded) is this build's.
+void CheckTopicBaseline(const char* operation, const std::string& topic_name,
+                        int version, const std::optional<std::string>& fingerprint);
 void InstallSchema(ClientCore& core);
 
 // Creates (when missing) the roles of sql/roles_v1.sql named

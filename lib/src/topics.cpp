@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "compaction/client.hpp"
+#include "schema.hpp"
 #include "tx_internal.hpp"
 #include "validate.hpp"
 
@@ -20,14 +21,15 @@ TopicInfo ParseTopic(const PGresult* r, int row) {
                    std::chrono::milliseconds(pg::Int64(r, row, 2))};
 }
 
-// `found` is 0 when the topic has no recorded baseline.
+// The topic's recorded baseline, version and fingerprint in columns `col`
+// and `col + 1` (NULL when none is recorded), must be this build's.
 void CheckTopicVersion(const char* operation, const TopicInfo& topic,
-                       int found) {
-  if (found != kTopicBaselineVersion) {
-    throw SchemaVersionMismatch(operation,
-                                "topic \"" + topic.name + "\" baseline", found,
-                                kTopicBaselineVersion);
-  }
+                       const PGresult* r, int col) {
+  const int version =
+      pg::IsNull(r, 0, col) ? 0 : static_cast<int>(pg::Int64(r, 0, col));
+  std::optional<std::string> fingerprint;
+  if (!pg::IsNull(r, 0, col + 1)) fingerprint = pg::Text(r, 0, col + 1);
+  CheckTopicBaseline(operation, topic.name, version, fingerprint);
 }
 
 // Tells LISTENing daemons that the topic set changed; delivered on commit.
@@ -62,7 +64,11 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
   pg::Result r;
   try {
     r = pg::Exec(session, operation,
-                 "SELECT t.id, t.name, t.headless_ttl_ms, v.version FROM " +
+                 // The fingerprint through to_jsonb: a database from a
+                 // build before the column existed answers NULL instead of
+                 // failing (and aborting the caller's transaction).
+                 "SELECT t.id, t.name, t.headless_ttl_ms, v.version, "
+                 "pg_catalog.to_jsonb(v) ->> 'fingerprint' FROM " +
                      core.schema() + ".topic t LEFT JOIN " + core.schema() +
                      ".schema_version v ON v.topic_id = t.id "
                      "WHERE t.name = $1::text",
@@ -72,10 +78,7 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
   }
   if (PQntuples(r.get()) == 0) throw TopicNotFound(operation, name);
   TopicInfo topic = ParseTopic(r.get(), 0);
-  CheckTopicVersion(operation, topic,
-                    pg::IsNull(r.get(), 0, 3)
-                        ? 0
-                        : static_cast<int>(pg::Int64(r.get(), 0, 3)));
+  CheckTopicVersion(operation, topic, r.get(), 3);
   return topic;
 }
 
@@ -92,10 +95,14 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
   std::optional<std::int64_t> headless_ttl_ms;
   if (config.headless_ttl) headless_ttl_ms = config.headless_ttl->count();
   pg::Result r = WithConnection(core, kOp, [&](pg::Session s) {
+    // The installed register_topic is the system baseline's: one of another
+    // build could treat the settings differently, so check it first.
+    RequireSystemBaseline(core, s, kOp);
     try {
       return pg::Exec(
           s, kOp,
-          "SELECT id, name, headless_ttl_ms, inserted, version FROM " +
+          "SELECT id, name, headless_ttl_ms, inserted, version, fingerprint "
+              "FROM " +
               core.schema() + ".register_topic($1::text, $2::bigint)",
           pg::Params().Add(name).Add(headless_ttl_ms));
     } catch (const DatabaseError& e) {
@@ -103,10 +110,7 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
     }
   });
   TopicInfo topic = ParseTopic(r.get(), 0);
-  CheckTopicVersion(kOp, topic,
-                    pg::IsNull(r.get(), 0, 4)
-                        ? 0
-                        : static_cast<int>(pg::Int64(r.get(), 0, 4)));
+  CheckTopicVersion(kOp, topic, r.get(), 4);
   core.CacheTopic(topic);
   return topic;
 }

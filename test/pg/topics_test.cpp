@@ -127,6 +127,86 @@ TEST_CASE("a database at another baseline version is refused with a clear error"
   CHECK_THROWS_AS(db.client().InstallSchema(), compaction::SchemaVersionMismatch);
 }
 
+namespace {
+// A SchemaVersionMismatch that says another build created the database.
+auto SaysRecreate() {
+  return Catch::Matchers::Predicate<compaction::SchemaVersionMismatch>(
+      [](const compaction::SchemaVersionMismatch& e) {
+        const std::string what = e.what();
+        return e.found() == 1 && e.expected() == 1 &&
+               what.find("another build") != std::string::npos &&
+               what.find("recreate the database") != std::string::npos;
+      },
+      "says another build created it and to recreate the database");
+}
+}  // namespace
+
+TEST_CASE("a system baseline from another build of the same version is refused") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("fp");
+  topic.Register();
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                 ".schema_version SET fingerprint = 'another build' WHERE topic_id IS NULL");
+  CHECK_THROWS_MATCHES(db.NewClient(), compaction::SchemaVersionMismatch, SaysRecreate());
+  CHECK_THROWS_MATCHES(db.client().InstallSchema(), compaction::SchemaVersionMismatch,
+                       SaysRecreate());
+  CHECK_THROWS_MATCHES(topic.Register(), compaction::SchemaVersionMismatch, SaysRecreate());
+  CHECK_THROWS_MATCHES(db.client().Topic<Counter>("new").Register(),
+                       compaction::SchemaVersionMismatch, SaysRecreate());
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".topic") == 1);
+}
+
+TEST_CASE("a database from a build before fingerprints is refused, not a raw SQL error") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("old");
+  topic.Register();
+  auto reader = db.NewClient(1);
+  db.raw().Query("ALTER TABLE " + db.QuotedSchema() + ".schema_version DROP COLUMN fingerprint");
+  CHECK_THROWS_MATCHES(db.NewClient(), compaction::SchemaVersionMismatch, SaysRecreate());
+  CHECK_THROWS_MATCHES(db.client().InstallSchema(), compaction::SchemaVersionMismatch,
+                       SaysRecreate());
+  // A client connected before resolves the topic: the same error, and the
+  // caller's transaction survives it.
+  CHECK_THROWS_MATCHES(reader.Topic<Counter>("old").Key("k").CompactionHead(),
+                       compaction::SchemaVersionMismatch, SaysRecreate());
+  reader.InTransaction([&](compaction::Tx& tx) {
+    CHECK_THROWS_MATCHES(reader.Topic<Counter>("old").Key("k").LockCompactionHead(tx),
+                         compaction::SchemaVersionMismatch, SaysRecreate());
+    CHECK_THROWS_MATCHES(reader.Topic<Counter>("old").Key("k").LockCompactionHead(tx),
+                         compaction::SchemaVersionMismatch, SaysRecreate());
+  });
+}
+
+TEST_CASE("a topic created from another build's baseline is refused") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("fp-topic");
+  topic.Register();
+  const std::string id = std::to_string(db.TopicId("fp-topic"));
+  auto reader = db.NewClient(1);
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                 ".schema_version SET fingerprint = 'other' WHERE topic_id = $1", {id});
+  CHECK_THROWS_MATCHES(topic.Register(), compaction::SchemaVersionMismatch, SaysRecreate());
+  CHECK_THROWS_MATCHES(reader.Topic<Counter>("fp-topic").Key("k").CompactionHead(),
+                       compaction::SchemaVersionMismatch, SaysRecreate());
+  CHECK_THROWS_MATCHES(reader.Topic<Counter>("fp-topic").RegisterProducer(),
+                       compaction::SchemaVersionMismatch, SaysRecreate());
+  CHECK_THROWS_MATCHES(db.NewClient().InTransaction([&](compaction::Tx& tx) {
+    db.client().Topic<Counter>("fp-topic").Key("k").LockCompactionHead(tx);
+  }), compaction::SchemaVersionMismatch, SaysRecreate());
+  // A fingerprint typed in by hand is shown shortened, without control
+  // characters.
+  db.raw().Query("UPDATE " + db.QuotedSchema() + ".schema_version SET fingerprint = $2 "
+                 "WHERE topic_id = $1", {id, std::string(200, 'x') + "\n"});
+  try {
+    topic.Register();
+    FAIL("no SchemaVersionMismatch");
+  } catch (const compaction::SchemaVersionMismatch& e) {
+    const std::string what = e.what();
+    CHECK(what.size() < 400);
+    CHECK(what.find('\n') == std::string::npos);
+  }
+}
+
 TEST_CASE("an uninstalled schema is reported, not a raw SQL error") {
   compaction::ClientOptions options;
   options.schema = testing::Unique("never_");

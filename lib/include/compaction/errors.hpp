@@ -49,6 +49,13 @@ class SchemaVersionMismatch : public Error {
  public:
   SchemaVersionMismatch(std::string operation, const std::string& subject,
                         int found, int expected);
+  // The version is this build's, but the baseline's fingerprint (a hash of
+  // its SQL text) is not: another build of this version created the
+  // database. found() == expected() == version. `found_fingerprint` is
+  // what the database records (empty: none).
+  SchemaVersionMismatch(std::string operation, const std::string& subject,
+                        int version, const std::string& found_fingerprint,
+                        const std::string& expected_fingerprint);
   int found() const noexcept { return found_; }
   int expected() const noexcept { return expected_; }
 
