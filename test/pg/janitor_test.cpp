@@ -32,14 +32,16 @@ namespace {
 
 constexpr const char* kSweepMarker = "compaction:SweepHeadless";
 constexpr const char* kLockMarker = "compaction:LockCompactionHead";
+constexpr const char* kProduceMarker = "compaction:Produce";
 
 // Moves a headless row's last lock into the past (both columns: the CHECK
-// wants idle_since = updated_at while headless).
+// wants idle_since = updated_at while headless). created_at stays: the
+// database refuses to change it.
 void Age(RawConn& raw, const std::string& table, const std::string& key,
          const std::string& age = "2 hours") {
   raw.Query("UPDATE " + table +
-                " SET created_at = '2001-01-01', updated_at = now() - "
-                "$2::interval, idle_since = now() - $2::interval "
+                " SET updated_at = now() - $2::interval, "
+                "idle_since = now() - $2::interval "
                 "WHERE message_key = $1 AND head_id IS NULL",
             {key, age});
 }
@@ -203,7 +205,9 @@ TEST_CASE(
   const std::string table = db.HeadTable("janitor-first");
   auto key = topic.Key("k");
   db.client().InTransaction([&](Tx& tx) { key.LockCompactionHead(tx); });
-  Age(db.raw(), table, "k");  // also sets created_at to 2001-01-01
+  Age(db.raw(), table, "k");
+  const auto old_created =
+      db.raw().Value("SELECT created_at::text FROM " + table);
   DeleteGate gate(db, table);
   gate.Close();
 
@@ -228,8 +232,100 @@ TEST_CASE(
   // The row is back, headless, and new (the old created_at is gone).
   REQUIRE(Exists(db.raw(), table, "k"));
   CHECK(IsHeadless(db.raw(), table, "k"));
-  CHECK(db.raw().Value("SELECT created_at > '2001-01-02' FROM " + table) ==
-        "t");
+  CHECK(db.raw().Value("SELECT created_at > $1::timestamptz FROM " + table,
+                       {old_created}) == "t");
+}
+
+// Like the locker above, but the writer is a plain autocommit Produce: its
+// INSERT ... ON CONFLICT finds k's row being deleted, waits for the sweep's
+// transaction, then inserts a fresh row. Had the produce taken the update
+// branch on the dying row (or lost its head to the DELETE), k would have no
+// head or would keep the old row's created_at.
+TEST_CASE("janitor first vs a plain Produce") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("janitor-produce");
+  topic.Register();  // default TTL: one hour
+  auto producer = topic.RegisterProducer();
+  const std::string table = db.HeadTable("janitor-produce");
+  InsertHeadless(db.raw(), table, "k-", 1, "2 hours");  // created 2 h ago
+  const std::string key = "k-1";
+  DeleteGate gate(db, table);
+  gate.Close();
+
+  Janitor janitor(db.client());
+  auto sweep = std::async(std::launch::async, [&] {
+    return janitor.SweepHeadless("janitor-produce");
+  });
+  // The sweep holds k's row lock and is paused inside its DELETE.
+  REQUIRE(testing::WaitForLockWait(db.raw(), kSweepMarker, db.schema()));
+
+  auto produce = std::async(std::launch::async, [&] {
+    return producer.Produce(Counter{42}, Compacted(key));
+  });
+  // The produce's head upsert waits on the sweep's transaction.
+  REQUIRE(testing::WaitForLockWait(db.raw(), kProduceMarker, db.schema()));
+  gate.Open();
+
+  const SweepResult r = sweep.get();
+  CHECK(r.deleted == 1);
+  const compaction::ProduceResult produced = produce.get();
+  CHECK(produced.head_advanced);
+  auto head = topic.Key(key).CompactionHead();
+  REQUIRE(head.has_value());
+  CHECK(head->message.value == 42);
+  // A new row, born with the message (same statement timestamp), not the
+  // swept row's 2 h old created_at.
+  auto row = db.raw().Query(
+      "SELECT h.created_at = m.created_at, h.created_at > now() - "
+      "interval '1 hour', h.head_id = $2::bigint, h.idle_since IS NULL FROM " +
+          table + " h JOIN " + db.MessageTable("janitor-produce") +
+          " m ON m.id = h.head_id WHERE h.message_key = $1",
+      {key, std::to_string(produced.id)});
+  REQUIRE(row.size() == 1);
+  CHECK(row[0][0] == "t");
+  CHECK(row[0][1] == "t");
+  CHECK(row[0][2] == "t");
+  CHECK(row[0][3] == "t");
+}
+
+// The cutoff is read from the topic row by each batch's own statement: a
+// TTL raised while a batch waits does not change that batch (its snapshot
+// predates the change), and the next batch already uses the new one. A
+// cutoff computed once per sweep would delete all three rows.
+TEST_CASE("a TTL change while a sweep runs applies from the next batch") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("ttl-change");
+  topic.Register(TopicConfig{.headless_ttl = std::chrono::hours(1)});
+  const std::string table = db.HeadTable("ttl-change");
+  InsertHeadless(db.raw(), table, "a-", 3, "2 hours");
+  DeleteGate gate(db, table);
+  gate.Close();
+
+  Janitor janitor(db.client());
+  SweepOptions options;
+  options.batch_size = 1;
+  auto sweep = std::async(std::launch::async, [&] {
+    return janitor.SweepHeadless("ttl-change", options);
+  });
+  // The first batch picked its row under the 1 h TTL and waits.
+  REQUIRE(testing::WaitForLockWait(db.raw(), kSweepMarker, db.schema()));
+  auto reregister = std::async(std::launch::async, [&] {
+    topic.Register(TopicConfig{.headless_ttl = std::chrono::hours(3)});
+  });
+  // Registration must not wait for the batch; bounded so a regression
+  // fails instead of hanging on the closed gate.
+  const bool registered = reregister.wait_for(10s) == std::future_status::ready;
+  gate.Open();
+  REQUIRE(registered);
+  reregister.get();
+
+  const SweepResult r = sweep.get();
+  CHECK(r.deleted == 1);
+  CHECK(r.batches == 2);  // the second batch found nothing under 3 h
+  CHECK(db.raw().Int("SELECT count(*) FROM " + table) == 2);
+  CHECK(topic.Stats().janitor.total_deleted_rows == 1);
+  // The rows left are younger than the new TTL: a later sweep keeps them.
+  CHECK(janitor.SweepHeadless("ttl-change").deleted == 0);
 }
 
 TEST_CASE("sweeps run in bounded batches and stop at the limit") {

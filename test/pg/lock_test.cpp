@@ -169,9 +169,9 @@ TEST_CASE("LockCompactionHead refreshes a headless row and leaves created_at alo
   auto topic = db.client().Topic<Counter>("refresh");
   topic.Register();
   const std::string table = db.HeadTable("refresh");
-  db.client().InTransaction([&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
-  db.raw().Query("UPDATE " + table + " SET created_at = '2001-01-01', "
-                 "updated_at = '2001-01-01', idle_since = '2001-01-01'");
+  // A headless row locked long ago (inserted old: created_at is immutable).
+  db.raw().Query("INSERT INTO " + table + " (message_key, created_at, updated_at, idle_since) "
+                 "VALUES ('k', '2001-01-01', '2001-01-01', '2001-01-01')");
   db.client().InTransaction([&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
   auto row = db.raw().Query("SELECT created_at::date::text, updated_at > now() - interval '1 minute', "
                             "idle_since = updated_at FROM " + table);
@@ -236,4 +236,114 @@ TEST_CASE("locks keep working when the prepared-statement cache starts over") {
                          " WHERE message_key = '" + key + "' AND head_id IS NULL") == 1);
     }
   }
+}
+
+namespace {
+
+// What the server said about a refused statement.
+struct Refusal {
+  std::string sqlstate;
+  std::string constraint;
+  std::string message;
+};
+
+Refusal Refuse(testing::RawConn& raw, const std::string& sql) {
+  PGresult* r = PQexec(raw.get(), sql.c_str());
+  auto field = [&](int code) {
+    const char* v = PQresultErrorField(r, code);
+    return std::string(v == nullptr ? "" : v);
+  };
+  Refusal out{field(PG_DIAG_SQLSTATE), field(PG_DIAG_CONSTRAINT_NAME),
+              field(PG_DIAG_MESSAGE_PRIMARY)};
+  PQclear(r);
+  return out;
+}
+
+}  // namespace
+
+// Each row satisfies every NOT NULL column, so the named CHECK is what
+// refuses it: the table itself keeps the head columns all-or-none and
+// idle_since set exactly while headless (equal to updated_at), whatever
+// code path writes to it.
+TEST_CASE("the head table's CHECKs refuse inconsistent rows by name") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("checks");
+  topic.Register();
+  const std::string table = db.HeadTable("checks");
+  const std::string id = std::to_string(db.TopicId("checks"));
+  const std::string all_or_none = "compaction_head_" + id + "_head_all_or_none";
+  const std::string idle = "compaction_head_" + id + "_idle_since_iff_headless";
+  const std::string insert =
+      "INSERT INTO " + table +
+      " (message_key, head_id, schema_version, compaction_rank, created_at, "
+      "updated_at, idle_since) VALUES ";
+  struct Case {
+    const char* what;
+    std::string values;
+    std::string constraint;
+  };
+  const std::vector<Case> cases = {
+      {"head_id set, schema_version NULL",
+       "('a', 1, NULL, 0, now(), now(), NULL)", all_or_none},
+      {"headless without idle_since",
+       "('b', NULL, NULL, NULL, now(), now(), NULL)", idle},
+      {"materialized with idle_since set",
+       "('c', 1, 1, 0, now(), now(), now())", idle},
+      {"headless with idle_since != updated_at",
+       "('d', NULL, NULL, NULL, now(), now(), now() - interval '1 second')",
+       idle},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    CHECK(db.raw().TryExec(insert + c.values) == "23514");
+    const Refusal refusal = Refuse(db.raw(), insert + c.values);
+    CHECK(refusal.sqlstate == "23514");
+    CHECK(refusal.constraint == c.constraint);
+    CHECK_THAT(refusal.message, Catch::Contains(c.constraint));
+  }
+  // The well-formed shapes of the same rows are accepted, so the refusals
+  // above were the CHECKs and nothing else.
+  CHECK(
+      db.raw().TryExec(insert + "('a', 1, 1, 0, now(), now(), NULL)").empty());
+  CHECK(db.raw()
+            .TryExec(insert + "('b', NULL, NULL, NULL, now(), now(), now())")
+            .empty());
+  CHECK(db.raw().Int("SELECT count(*) FROM " + table) == 2);
+}
+
+TEST_CASE("16 threads x 25 increments on one absent key give exactly 400") {
+  LiveDb db;
+  constexpr int kThreads = 16;
+  constexpr int kPerThread = 25;
+  auto client = db.NewClient(kThreads);
+  auto topic = client.Topic<Counter>("stress16");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  auto key = topic.Key("absent");
+  REQUIRE_FALSE(key.CompactionHead().has_value());
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      try {
+        for (int i = 0; i < kPerThread; ++i) Increment(client, key, producer);
+      } catch (const std::exception& e) {
+        ++errors;
+        UNSCOPED_INFO(e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  REQUIRE(errors == 0);
+  auto head = key.CompactionHead();
+  REQUIRE(head.has_value());
+  CHECK(head->message.value == kThreads * kPerThread);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("stress16") +
+                     " WHERE message_key = 'absent'") == kThreads * kPerThread);
+  // Every value 1..400 was written exactly once: no increment read a stale
+  // head.
+  CHECK(
+      db.raw().Int("SELECT count(DISTINCT (payload->>'value')::bigint) FROM " +
+                   db.MessageTable("stress16") +
+                   " WHERE message_key = 'absent'") == kThreads * kPerThread);
 }
