@@ -90,3 +90,58 @@ TEST_CASE("a schema name with placeholder braces is used as it is") {
   CHECK(raw.Int("SELECT count(*) FROM pg_namespace WHERE nspname = $1", {id + suffix}) == 0);
   raw.TryExec("DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
 }
+
+namespace {
+
+// Statements prepared on the library's (single) pooled connection;
+// pg_prepared_statements is per session, so ask on that connection.
+std::int64_t PreparedOnLibraryConnections(Client& client) {
+  std::int64_t n = 0;
+  client.InTransaction([&](Tx& tx) {
+    PGresult* r = PQexec(tx.native_handle(),
+                         "SELECT count(*) FROM pg_prepared_statements");
+    n = std::stoll(PQgetvalue(r, 0, 0));
+    PQclear(r);
+  });
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("prepared_statements = false sends every statement unnamed") {
+  LiveDb db;
+  ClientOptions options;
+  options.schema = db.schema();
+  options.pool_size = 1;  // every call below runs on this one connection
+  options.prepared_statements = false;
+  Client client = Client::Connect("", options);
+  auto topic = client.Topic<Counter>("unnamed");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("k"));
+  client.InTransaction([&](Tx& tx) {
+    auto head = topic.Key("k").LockCompactionHead(tx);  // the pipelined path
+    producer.ProduceInTx(tx, Counter{head->message.value + 1}, Compacted("k"));
+  });
+  CHECK(topic.Key("k").CompactionHead()->message.value == 2);
+  CHECK(topic.Stats().headless_rows == 0);
+  Janitor janitor(client);
+  CHECK(janitor.SweepHeadless("unnamed").deleted == 0);
+  CHECK(PreparedOnLibraryConnections(client) == 0);
+
+  // The default prepares, under names unique to the connection instance.
+  ClientOptions prepared = options;
+  prepared.prepared_statements = true;
+  Client other = Client::Connect("", prepared);
+  other.Topic<Counter>("unnamed").Key("k").CompactionHead();
+  CHECK(PreparedOnLibraryConnections(other) > 0);
+}
+
+TEST_CASE("statement names differ between connection instances") {
+  const std::string a = pg::RandomStatementPrefix();
+  const std::string b = pg::RandomStatementPrefix();
+  CHECK(a != b);
+  CHECK(a.size() == 18);
+  CHECK(a.front() == 'c');
+  CHECK(a.back() == '_');
+}

@@ -45,3 +45,16 @@ TEST_CASE("a database error keeps its SQLSTATE and derived classes stay Database
           "Op: lock timeout: canceling statement due to lock timeout (SQLSTATE 55P03)");
   }
 }
+
+TEST_CASE("a prepared statement missing or duplicated names the pooler option") {
+  for (std::string_view state : {"26000", "42P05"}) {
+    INFO(state);
+    try {
+      pg::ThrowForSqlState("Op", state, "prepared statement \"x\" does not exist", false);
+      FAIL("no exception");
+    } catch (const DatabaseError& e) {
+      CHECK(e.sqlstate() == state);
+      CHECK_THAT(e.what(), Catch::Contains("prepared_statements = false"));
+    }
+  }
+}

@@ -19,6 +19,13 @@ struct ClientOptions {
   // throws PoolTimeout (instead of waiting forever, e.g. when one thread
   // holds every connection in open transactions).
   std::chrono::milliseconds acquire_timeout = std::chrono::seconds(30);
+  // true: each pooled connection prepares the statements it runs, under
+  // names unique to that connection instance. false: every statement is
+  // sent unnamed (extended protocol, still pipelined inside a
+  // transaction), for transaction and statement poolers such as PgBouncer
+  // in pool_mode = transaction, where a prepared statement may not exist on
+  // the server connection the next transaction lands on.
+  bool prepared_statements = true;
 };
 
 // The longest TTL a topic or a janitor claim takes: 36,500 days (about 100

@@ -1,7 +1,9 @@
 #include "pg/connection.hpp"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <map>
 #include <utility>
 
@@ -35,6 +37,14 @@ std::vector<const char*> Params::Pointers() const {
   return out;
 }
 
+std::string RandomStatementPrefix() {
+  static thread_local std::mt19937_64 engine{std::random_device{}()};
+  char text[20];
+  std::snprintf(text, sizeof text, "c%016llx_",
+                static_cast<unsigned long long>(engine()));
+  return text;
+}
+
 const std::string& PreparedCache::Prepare(PGconn* conn, const char* operation,
                                           const std::string& sql,
                                           int n_params) {
@@ -47,7 +57,7 @@ const std::string& PreparedCache::Prepare(PGconn* conn, const char* operation,
     if (!Succeeded(cleared.get())) ThrowError(operation, conn, cleared.get());
     Clear();
   }
-  std::string name = "compaction_" + std::to_string(next_++);
+  std::string name = prefix_ + std::to_string(next_++);
   Result result(PQprepare(conn, name.c_str(), sql.c_str(), n_params, nullptr));
   if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());
   return names_.emplace(sql, std::move(name)).first->second;

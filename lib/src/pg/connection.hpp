@@ -51,6 +51,9 @@ class Params {
 
 // Per-connection cache of prepared statements, keyed by SQL text. Not
 // thread-safe: it belongs to one connection.
+// "c<16 hex digits>_": a statement-name prefix no other cache shares.
+std::string RandomStatementPrefix();
+
 class PreparedCache {
  public:
   // Returns the statement name for `sql`, preparing it on first use.
@@ -69,6 +72,10 @@ class PreparedCache {
 
  private:
   std::unordered_map<std::string, std::string> names_;
+  // Random per cache, so per connection instance: behind a pooler that
+  // mixes sessions, a name prepared by another client (or by another of
+  // ours) is "does not exist", never someone else's statement.
+  const std::string prefix_ = RandomStatementPrefix();
   std::uint64_t next_ = 0;
   std::uint64_t generation_ = 0;
 };

@@ -5,17 +5,19 @@
 namespace compaction::pg {
 
 Pool::Pool(std::string conninfo, std::string application_name, int size,
-           std::chrono::milliseconds acquire_timeout)
+           std::chrono::milliseconds acquire_timeout, bool prepared_statements)
     : conninfo_(std::move(conninfo)),
       application_name_(std::move(application_name)),
       size_(size),
-      acquire_timeout_(acquire_timeout) {}
+      acquire_timeout_(acquire_timeout),
+      prepared_statements_(prepared_statements) {}
 
 void Pool::Adopt(ConnPtr conn) {
   std::lock_guard lock(mutex_);
   if (open_ >= size_) return;  // conn closes
   ++open_;
-  idle_.push_back(std::make_unique<Connection>(std::move(conn)));
+  idle_.push_back(
+      std::make_unique<Connection>(std::move(conn), prepared_statements_));
   available_.notify_one();
 }
 
@@ -39,7 +41,8 @@ Pool::Lease Pool::Acquire(const char* operation) {
   lock.unlock();
   try {
     auto conn = std::make_unique<Connection>(
-        Connect(conninfo_, application_name_, operation));
+        Connect(conninfo_, application_name_, operation),
+        prepared_statements_);
     return Lease(this, std::move(conn));
   } catch (...) {
     lock.lock();

@@ -18,19 +18,25 @@ namespace compaction::pg {
 
 class Connection {
  public:
-  explicit Connection(ConnPtr conn) : conn_(std::move(conn)) {}
+  Connection(ConnPtr conn, bool prepared_statements)
+      : conn_(std::move(conn)), prepared_statements_(prepared_statements) {}
   PGconn* get() const { return conn_.get(); }
-  Session session() { return Session{conn_.get(), &cache_}; }
+  // Without prepared statements the session has no cache: Exec sends the
+  // statements unnamed.
+  Session session() {
+    return Session{conn_.get(), prepared_statements_ ? &cache_ : nullptr};
+  }
 
  private:
   ConnPtr conn_;
+  bool prepared_statements_;
   PreparedCache cache_;
 };
 
 class Pool {
  public:
   Pool(std::string conninfo, std::string application_name, int size,
-       std::chrono::milliseconds acquire_timeout);
+       std::chrono::milliseconds acquire_timeout, bool prepared_statements);
 
   // A connection on loan; returned to the pool (or closed when it is broken
   // or left inside a transaction that cannot be rolled back) on destruction.
@@ -73,6 +79,7 @@ class Pool {
   const std::string application_name_;
   const int size_;
   const std::chrono::milliseconds acquire_timeout_;
+  const bool prepared_statements_;
   std::mutex mutex_;
   std::condition_variable available_;
   std::vector<std::unique_ptr<Connection>> idle_;

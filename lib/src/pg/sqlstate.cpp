@@ -23,6 +23,16 @@ namespace compaction::pg {
   if (state == "40001" || state == "40P01") {
     throw RetryableError(operation, state, message);
   }
+  // invalid_sql_statement_name and duplicate_prepared_statement: the
+  // server connection is not the session our statement cache describes,
+  // which is what a transaction pooler does.
+  if (state == "26000" || state == "42P05") {
+    throw DatabaseError(operation, state,
+                        message +
+                            " (behind a transaction pooler such as PgBouncer "
+                            "in transaction mode, set "
+                            "ClientOptions::prepared_statements = false)");
+  }
   throw DatabaseError(operation, state, message);
 }
 
