@@ -111,6 +111,7 @@ $transfer_tables$;
 
 ALTER FUNCTION {schema}.register_topic(text, bigint) OWNER TO {owner_role};
 ALTER FUNCTION {schema}.grant_topic(bigint) OWNER TO {owner_role};
+ALTER FUNCTION {schema}.refuse_created_at_change() OWNER TO {owner_role};
 
 GRANT USAGE ON SCHEMA {schema} TO {app_role}, {janitor_role}, {monitor_role};
 GRANT SELECT ON {schema}.topic, {schema}.schema_version

@@ -74,6 +74,30 @@ CREATE TABLE IF NOT EXISTS {schema}.janitor_state (
   last_error             text
 );
 
+-- Keeps a head row's created_at what its INSERT made it (the baseline
+-- says immutable; the app role's column grants already leave it out, this
+-- holds for every role, the owner and superusers included). Each head
+-- table's trigger (sql/topic_v1.sql) runs it only WHEN created_at changes:
+-- the condition is evaluated by the executor without calling a function,
+-- so head advances pay almost nothing, and this function only ever raises.
+CREATE OR REPLACE FUNCTION {schema}.refuse_created_at_change()
+  RETURNS trigger
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $refuse_created_at_change$
+BEGIN
+  RAISE EXCEPTION USING
+    ERRCODE = 'check_violation',
+    MESSAGE = pg_catalog.format(
+      'created_at of %I.%I is immutable: a head row keeps the time it was '
+      'inserted (delete the row to start it over)',
+      TG_TABLE_SCHEMA, TG_TABLE_NAME),
+    TABLE = TG_TABLE_NAME,
+    SCHEMA = TG_TABLE_SCHEMA,
+    COLUMN = 'created_at';
+END
+$refuse_created_at_change$;
+
 -- Grants the roles of sql/roles_v1.sql their privileges on one topic's
 -- tables. A no-op until roles_v1.sql replaces it with the real grants.
 CREATE OR REPLACE FUNCTION {schema}.grant_topic(p_topic_id bigint)
@@ -161,3 +185,5 @@ $register_topic$;
 -- explicitly (to the application role by roles_v1.sql).
 REVOKE ALL ON FUNCTION {schema}.register_topic(text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION {schema}.grant_topic(bigint) FROM PUBLIC;
+-- A trigger runs its function without checking EXECUTE: nobody needs it.
+REVOKE ALL ON FUNCTION {schema}.refuse_created_at_change() FROM PUBLIC;

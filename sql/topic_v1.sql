@@ -42,6 +42,16 @@ CREATE TABLE {schema}.compaction_head_{id} (
     OR (head_id IS NOT NULL AND idle_since IS NULL))
 );
 
+-- created_at is immutable, for every role (the function raises). The WHEN
+-- condition is checked without a function call, so the head advances pay
+-- next to nothing; it was bound to the built-in operator at creation (the
+-- baseline runs with search_path pinned), so no session's path changes it.
+CREATE TRIGGER created_at_immutable
+  BEFORE UPDATE ON {schema}.compaction_head_{id}
+  FOR EACH ROW
+  WHEN (OLD.created_at IS DISTINCT FROM NEW.created_at)
+  EXECUTE FUNCTION {schema}.refuse_created_at_change();
+
 -- Serves the janitor (oldest first) and the headless stats.
 CREATE INDEX compaction_head_{id}_idle ON {schema}.compaction_head_{id}
   (idle_since, message_key) WHERE idle_since IS NOT NULL;

@@ -181,6 +181,11 @@ TEST_CASE("roles: the application role reads, locks, produces and registers") {
     CHECK(raw.State(sql) == kInsufficientPrivilege);
   }
   CHECK(SqlStateOf([&] { topic.Destroy(); }) == kInsufficientPrivilege);
+  // The owner role may update every column, but created_at is immutable for
+  // it too (the head table's trigger).
+  CHECK(RoleConn(f.Login("owner")).State("UPDATE " + head +
+                                         " SET created_at = now() - interval '1 day'") ==
+        "23514");
   // What the function itself refuses: the table's CHECKs hold for it too.
   CHECK(raw.State("SELECT * FROM " + schema +
                   ".register_topic('Bad Name', 1000)") == "23514");

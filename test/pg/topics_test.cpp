@@ -223,6 +223,73 @@ TEST_CASE("listing topics of an uninstalled schema says it is not installed") {
   CHECK_THROWS_AS(client.ListTopicStats(), compaction::SchemaVersionMismatch);
 }
 
+namespace {
+// The SQLSTATE and primary message of a statement the server refuses.
+std::pair<std::string, std::string> Refusal(testing::RawConn& raw, const std::string& sql) {
+  PGresult* r = PQexec(raw.get(), sql.c_str());
+  auto field = [&](int code) {
+    const char* v = PQresultErrorField(r, code);
+    return std::string(v == nullptr ? "" : v);
+  };
+  auto out = std::make_pair(field(PG_DIAG_SQLSTATE), field(PG_DIAG_MESSAGE_PRIMARY));
+  PQclear(r);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a head row's created_at is immutable, for a superuser too") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("born");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, testing::Compacted("k", 1));
+  db.client().InTransaction([&](compaction::Tx& tx) { topic.Key("idle").LockCompactionHead(tx); });
+  const std::string table = db.HeadTable("born");
+  const std::string created = "SELECT created_at::text FROM " + table + " WHERE message_key = $1";
+  const auto k_created = db.raw().Value(created, {"k"});
+  const auto idle_created = db.raw().Value(created, {"idle"});
+
+  // db.raw() is the cluster's superuser.
+  for (const std::string& sql : std::vector<std::string>{
+           "UPDATE " + table + " SET created_at = now() - interval '1 day'",
+           "UPDATE " + table + " SET created_at = created_at + interval '1 microsecond' "
+           "WHERE message_key = 'idle'",
+           "INSERT INTO " + table + " AS h (message_key, created_at, updated_at, idle_since) "
+           "VALUES ('k', now(), now(), now()) ON CONFLICT ON CONSTRAINT " +
+               "compaction_head_" + std::to_string(db.TopicId("born")) +
+               "_pkey DO UPDATE SET created_at = excluded.created_at"}) {
+    INFO(sql);
+    const auto [state, message] = Refusal(db.raw(), sql);
+    CHECK(state == "23514");
+    CHECK_THAT(message, Catch::Contains("created_at of") && Catch::Contains("is immutable"));
+  }
+  // A hostile search_path cannot turn the check off: an "=" that says every
+  // two timestamps are equal, ahead of pg_catalog.
+  const std::string evil = "\"" + db.schema() + "_evil\"";
+  db.raw().Query("CREATE SCHEMA " + evil);
+  db.raw().Query("CREATE FUNCTION " + evil + ".eq(timestamptz, timestamptz) RETURNS boolean "
+                 "LANGUAGE sql AS 'SELECT true'");
+  db.raw().Query("CREATE OPERATOR " + evil + ".= (LEFTARG = timestamptz, "
+                 "RIGHTARG = timestamptz, FUNCTION = " + evil + ".eq)");
+  db.raw().Query("SET search_path = " + evil + ", pg_catalog");
+  CHECK(Refusal(db.raw(), "UPDATE " + table + " SET created_at = '2001-01-01'").first == "23514");
+  db.raw().Query("RESET search_path");
+  db.raw().Query("DROP SCHEMA " + evil + " CASCADE");
+
+  // Setting it to what it is changes nothing and is allowed.
+  CHECK(db.raw().TryExec("UPDATE " + table + " SET created_at = created_at").empty());
+  // A head advance, a relock of the headless row and a first head on it work.
+  CHECK(producer.Produce(Counter{2}, testing::Compacted("k", 2)).head_advanced);
+  db.client().InTransaction([&](compaction::Tx& tx) {
+    CHECK_FALSE(topic.Key("idle").LockCompactionHead(tx).has_value());
+  });
+  CHECK(producer.Produce(Counter{3}, testing::Compacted("idle", 1)).head_advanced);
+  CHECK(topic.Key("k").CompactionHead()->message.value == 2);
+  CHECK(topic.Key("idle").CompactionHead()->message.value == 3);
+  CHECK(db.raw().Value(created, {"k"}) == k_created);
+  CHECK(db.raw().Value(created, {"idle"}) == idle_created);
+}
+
 TEST_CASE("a topic row typed in by hand is held to the library's rules") {
   LiveDb db;
   const std::string insert = "INSERT INTO " + db.QuotedSchema() + ".topic (name, headless_ttl_ms) VALUES ";
