@@ -101,6 +101,27 @@ std::optional<RawStored> LockLoop(ClientCore& core, pg::Session s,
                            " lost insert races; retry the transaction");
 }
 
+// Runs `body` inside a savepoint, so that a lock timeout the caller set
+// itself (or any statement error) leaves the caller's transaction usable.
+template <class F>
+auto InSavepoint(pg::Session s, F&& body) {
+  constexpr const char* kOp = "LockCompactionHead";
+  pg::ExecScript(s.conn, kOp, "SAVEPOINT " + kSavepoint);
+  try {
+    auto result = body();
+    pg::ExecScript(s.conn, kOp, "RELEASE SAVEPOINT " + kSavepoint);
+    return result;
+  } catch (...) {
+    try {
+      pg::ExecScript(s.conn, kOp,
+                     "ROLLBACK TO SAVEPOINT " + kSavepoint +
+                         "; RELEASE SAVEPOINT " + kSavepoint);
+    } catch (const Error&) {
+    }
+    throw;
+  }
+}
+
 // Runs `body` with lock_timeout set, inside a savepoint so that a timeout
 // (or any statement error) leaves the caller's transaction usable, and
 // restores the caller's lock_timeout afterwards.
@@ -149,16 +170,25 @@ std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
   TxState& state = tx.state();
   const pg::Session s = state.WritingSessionFor(kOp);
   // Resolved through the caller's transaction, never the client's cache,
-  // so the whole operation sees one database transaction; a topic this
-  // transaction already touched cannot have been destroyed since.
-  std::optional<TopicInfo> info = state.TouchedTopic(topic);
-  if (!info) info = ResolveTopic(core, s, kOp, topic);
-  std::optional<RawStored> head =
-      options.lock_timeout
-          ? WithLockTimeout(s, *options.lock_timeout,
-                            [&] { return LockLoop(core, s, info->id, key); })
-          : LockLoop(core, s, info->id, key);
-  state.RememberTouchedTopic(*info);
+  // so the whole operation sees one database transaction. The same round
+  // trip reads the session's lock_timeout: when the caller set one, the
+  // lock runs in a savepoint, so its expiry is a LockTimeout that leaves the
+  // transaction usable, as with LockOptions. Without one (the default) a
+  // lock waits until it is granted and needs no savepoint, which would
+  // cost a subtransaction per lock.
+  std::string session_lock_timeout;
+  const TopicInfo info =
+      ResolveTopic(core, s, kOp, topic, &session_lock_timeout);
+  auto lock = [&] { return LockLoop(core, s, info.id, key); };
+  std::optional<RawStored> head;
+  if (options.lock_timeout) {
+    head = WithLockTimeout(s, *options.lock_timeout, lock);
+  } else if (session_lock_timeout != "0") {
+    head = InSavepoint(s, lock);
+  } else {
+    head = lock();
+  }
+  state.RememberTouchedTopic(info);
   return head;
 }
 

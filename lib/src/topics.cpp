@@ -59,7 +59,8 @@ void NotifyTopicChange(ClientCore& core, pg::Session session,
 }
 
 TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
-                       const char* operation, const std::string& name) {
+                       const char* operation, const std::string& name,
+                       std::string* lock_timeout) {
   ValidateTopicName(operation, name);
   pg::Result r;
   try {
@@ -68,7 +69,8 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
                  // build before the column existed answers NULL instead of
                  // failing (and aborting the caller's transaction).
                  "SELECT t.id, t.name, t.headless_ttl_ms, v.version, "
-                 "pg_catalog.to_jsonb(v) ->> 'fingerprint' FROM " +
+                 "pg_catalog.to_jsonb(v) ->> 'fingerprint', "
+                 "pg_catalog.current_setting('lock_timeout') FROM " +
                      core.schema() + ".topic t LEFT JOIN " + core.schema() +
                      ".schema_version v ON v.topic_id = t.id "
                      "WHERE t.name = $1::text",
@@ -79,6 +81,7 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
   if (PQntuples(r.get()) == 0) throw TopicNotFound(operation, name);
   TopicInfo topic = ParseTopic(r.get(), 0);
   CheckTopicVersion(operation, topic, r.get(), 3);
+  if (lock_timeout != nullptr) *lock_timeout = pg::Text(r.get(), 0, 5);
   return topic;
 }
 

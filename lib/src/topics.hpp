@@ -18,8 +18,11 @@ namespace compaction::detail {
 // Looks the topic up through `session` (and so inside its transaction, if
 // any), checking its baseline version. Throws TopicNotFound,
 // SchemaVersionMismatch (also when the schema is not installed).
+// `lock_timeout`, when given, receives the session's lock_timeout setting
+// from the same round trip.
 TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
-                       const char* operation, const std::string& name);
+                       const char* operation, const std::string& name,
+                       std::string* lock_timeout = nullptr);
 
 // Runs fn(session, topic) on a pooled connection with the topic resolved
 // through the client's cache. When the cached id names a table that no

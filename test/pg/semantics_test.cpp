@@ -195,3 +195,24 @@ TEST_CASE("plain reads create no key row, and a rolled-back lock leaves none") {
   }
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("rows")) == 0);
 }
+
+TEST_CASE("the caller's own lock_timeout expiring is a LockTimeout that leaves the transaction usable") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("own-timeout");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("held"));
+  RawConn holder;
+  holder.Query("BEGIN");
+  holder.Query("SELECT 1 FROM " + db.HeadTable("own-timeout") +
+               " WHERE message_key = 'held' FOR UPDATE");
+  db.client().InTransaction([&](Tx& tx) {
+    PQclear(PQexec(tx.native_handle(), "SET LOCAL lock_timeout = '200ms'"));
+    CHECK_THROWS_AS(topic.Key("held").LockCompactionHead(tx), LockTimeout);
+    // Still usable: another key locks, a produce lands, the commit holds.
+    CHECK_FALSE(topic.Key("free").LockCompactionHead(tx));
+    producer.ProduceInTx(tx, Counter{7}, Compacted("free"));
+  });
+  holder.Query("COMMIT");
+  CHECK(topic.Key("free").CompactionHead()->message.value == 7);
+}
