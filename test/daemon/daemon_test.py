@@ -866,6 +866,10 @@ def test_cli():
         stats = {t["topic"]: t for t in json.loads(r.stdout)}
         check(stats["good"]["janitor"]["total_deleted_rows"] == 7, str(stats))
         check(stats["bad"]["headless_ttl_seconds"] == 1800, str(stats))
+        # Registering again without --headless-ttl keeps the operator's TTL.
+        r = run_cli(ARGS.binary, ["topic", "register", "bad", *common])
+        check(r.returncode == 0 and "headless_ttl=30m" in r.stdout,
+              f"re-register: {r.returncode} {r.stdout}{r.stderr}")
         check(stats["good"]["headless_rows"] == 0
               and stats["good"]["headless_rows_estimated"] is False, str(stats))
         check("refusing" in (stats["bad"]["janitor"]["last_error"] or "")

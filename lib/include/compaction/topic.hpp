@@ -76,10 +76,12 @@ class TopicHandle {
   TopicHandle(std::shared_ptr<detail::ClientCore> core, std::string name)
       : core_(std::move(core)), name_(std::move(name)) {}
 
-  // Creates the topic and its tables in one transaction, or updates the TTL
-  // of an existing topic (the newest TTL wins). Validates the name
-  // ([a-z0-9._-], 1..100 characters, starting with a letter or digit) and
-  // headless_ttl > 0 before any write.
+  // Creates the topic and its tables, or updates an existing one. Unset
+  // TopicConfig fields: a new topic gets the default, an existing topic
+  // keeps its value (so calling Register() at every start never undoes
+  // what an operator set). Validates the name ([a-z0-9._-], 1..100
+  // characters, starting with a letter or digit) and every set field
+  // before any write.
   TopicInfo Register(const TopicConfig& config = {}) {
     return detail::RegisterTopic(*core_, name_, config);
   }
