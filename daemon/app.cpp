@@ -15,21 +15,6 @@ namespace {
 constexpr auto kShutdownPoll = std::chrono::milliseconds(20);
 constexpr auto kCancelRepeat = std::chrono::milliseconds(200);
 
-// Settings that only a restart applies: they shape connections and sockets.
-std::vector<std::string> RestartOnlyChanges(const Settings& a,
-                                            const Settings& b) {
-  std::vector<std::string> out;
-  if (a.db != b.db) out.push_back("db");
-  if (a.schema != b.schema) out.push_back("schema");
-  if (a.listen != b.listen) out.push_back("listen");
-  if (a.pool_size != b.pool_size) out.push_back("pool-size");
-  if (a.application_name != b.application_name) {
-    out.push_back("application-name");
-  }
-  if (a.stats_timeout != b.stats_timeout) out.push_back("stats-timeout");
-  return out;
-}
-
 std::string Join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
@@ -177,20 +162,14 @@ void App::Reload() {
              {{"error", e.what()}});
     return;
   }
-  auto restart_only = RestartOnlyChanges(settings_, fresh.settings);
-  if (!restart_only.empty()) {
+  // The settings table says which keys only a restart applies; those keep
+  // their running value, so later comparisons stay honest.
+  ReloadPlan plan = PlanReload(settings_, fresh.settings);
+  if (!plan.ignored.empty()) {
     LogWarn("app", "changed settings need a restart; ignored",
-            {{"keys", Join(restart_only)}});
+            {{"keys", Join(plan.ignored)}});
   }
-  Settings next = fresh.settings;
-  // Keep what only a restart can change, so later comparisons stay honest.
-  next.db = settings_.db;
-  next.schema = settings_.schema;
-  next.listen = settings_.listen;
-  next.pool_size = settings_.pool_size;
-  next.application_name = settings_.application_name;
-  next.stats_timeout = settings_.stats_timeout;
-  settings_ = next;
+  settings_ = plan.settings;
   SetLogLevel(settings_.log_level);
   scheduler_->Reconfigure(ScheduleSettings::From(settings_));
   stats_->SetPeriod(settings_.stats_interval);

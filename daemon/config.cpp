@@ -2,14 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <boost/program_options.hpp>
 #include <cctype>
+#include <charconv>
+#include <compaction/stats.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
-
-#include <boost/program_options.hpp>
-#include <compaction/stats.hpp>
+#include <type_traits>
 
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
@@ -21,103 +22,340 @@ namespace {
 
 constexpr const char* kEnvPrefix = "COMPACTIOND_";
 
-// Shortest form that reads back the same: 0.1, 0.5, 1.
-std::string FormatNumber(double x) {
-  std::ostringstream out;
-  out << x;
-  return out.str();
+// --- parsers: text to a value within bounds, or a ConfigError naming the key
+
+bool IsSecretKey(const std::string& key);
+
+[[noreturn]] void Invalid(const std::string& key, const std::string& value,
+                          const std::string& why) {
+  if (IsSecretKey(key)) {
+    throw ConfigError("invalid value for key '" + key + "': " + why);
+  }
+  throw ConfigError("invalid value '" + value + "' for key '" + key +
+                    "': " + why);
 }
 
-// The settings table: name, default rendered as text, help. Values are read
-// as strings and converted below so every error names its key the same way,
-// whichever source it came from.
-struct KeySpec {
-  const char* name;
-  const char* help;
+std::int64_t ToInt64(const std::string& key, const std::string& v,
+                     std::int64_t lo, std::int64_t hi) {
+  size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    Invalid(key, v, "expected an integer");
+  }
+  if (used != v.size()) Invalid(key, v, "expected an integer");
+  if (n < lo || n > hi) {
+    Invalid(
+        key, v,
+        "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  }
+  return n;
+}
+
+int ToInt(const std::string& key, const std::string& v, int lo, int hi) {
+  return static_cast<int>(ToInt64(key, v, lo, hi));
+}
+
+// A positive duration of at most `max`; `about` reads the bound to a person.
+Millis ToDuration(const std::string& key, const std::string& v, Millis max,
+                  const char* about) {
+  const std::string bound =
+      "at most " + FormatDuration(max) + " (" + about + ")";
+  auto d = ParseDuration(v);
+  // ParseDuration also refuses a number too large for 64-bit milliseconds.
+  if (!d) {
+    Invalid(key, v, "expected a duration such as 500ms, 30s, 5m, 1h, " + bound);
+  }
+  if (d->count() <= 0) Invalid(key, v, "must be positive");
+  if (*d > max) Invalid(key, v, "must be " + bound);
+  return *d;
+}
+
+Millis ToTtl(const std::string& key, const std::string& v) {
+  return ToDuration(key, v, kMaxTtl, "about 100 years");
+}
+
+Millis ToTimer(const std::string& key, const std::string& v) {
+  return ToDuration(key, v, kMaxTimer, "one year");
+}
+
+// A pause: 0 turns it off; at most the library's bound.
+Millis ToPause(const std::string& key, const std::string& v) {
+  auto d = ParseDuration(v);
+  if (!d) Invalid(key, v, "expected a duration such as 0, 10ms, 1s");
+  if (*d > kMaxBatchPause) {
+    Invalid(key, v, "must be at most " + FormatDuration(kMaxBatchPause));
+  }
+  return *d;
+}
+
+// PostgreSQL takes statement_timeout up to INT_MAX milliseconds.
+Millis ToServerTimeout(const std::string& key, const std::string& v) {
+  static_assert(kMaxServerTimeout.count() == std::numeric_limits<int>::max());
+  return ToDuration(key, v, kMaxServerTimeout, "about 24 days");
+}
+
+double ToNumber(const std::string& key, const std::string& v) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    Invalid(key, v, "expected a number");
+  }
+  if (used != v.size()) Invalid(key, v, "expected a number");
+  return x;
+}
+
+double ToFraction(const std::string& key, const std::string& v) {
+  const double x = ToNumber(key, v);
+  if (!(x >= 0.0 && x <= 0.5)) Invalid(key, v, "must be between 0 and 0.5");
+  return x;
+}
+
+// The library's SweepOptions::duty_cycle: (0, 1], 1 adds no pause. Janitor
+// checks the same range (ValidateSweep in lib/src/janitor.cpp) and exports
+// no predicate for it; this is the daemon's only copy.
+double ToDutyCycle(const std::string& key, const std::string& v) {
+  const double x = ToNumber(key, v);
+  if (!(x > 0.0 && x <= 1.0)) {
+    Invalid(key, v, "must be above 0 and at most 1");
+  }
+  return x;
+}
+
+void CheckIdentifier(const std::string& key, const std::string& v) {
+  if (v.empty() || v.size() > 63) Invalid(key, v, "must be 1..63 characters");
+  for (char c : v) {
+    if (static_cast<unsigned char>(c) < 0x20) {
+      Invalid(key, v, "must not contain control characters");
+    }
+  }
+}
+
+// Any text (owner: empty means host:pid).
+std::string ToText(const std::string&, const std::string& v) { return v; }
+
+// A libpq conninfo or URI that libpq parses. libpq's message points at the
+// syntax; the value may hold a password, so Invalid() never quotes it.
+std::string ToConninfo(const std::string& key, const std::string& v) {
+  try {
+    ConninfoParams(v);
+  } catch (const std::invalid_argument& e) {
+    Invalid(key, v, e.what());
+  }
+  return v;
+}
+
+std::string ToIdentifier(const std::string& key, const std::string& v) {
+  CheckIdentifier(key, v);
+  return v;
+}
+
+std::string ToSchema(const std::string& key, const std::string& v) {
+  CheckIdentifier(key, v);
+  // The library's SQL templates name their placeholders in braces; a
+  // schema called "{id}" was once rendered into another schema's name.
+  if (v.find_first_of("{}") != std::string::npos) {
+    Invalid(key, v, "must not contain '{' or '}'");
+  }
+  return v;
+}
+
+std::string ToListen(const std::string& key, const std::string& v) {
+  ParseListen(key, v);
+  return v;
+}
+
+LogLevel ToLogLevel(const std::string& key, const std::string& v) {
+  auto level = ParseLogLevel(v);
+  if (!level) Invalid(key, v, "expected debug, info, warn or error");
+  return *level;
+}
+
+// An integer parser bounded to [lo, hi], typed as the member it fills.
+template <typename T>
+auto IntIn(T lo, T hi) {
+  return [lo, hi](const std::string& key, const std::string& v) {
+    return static_cast<T>(ToInt64(key, v, lo, hi));
+  };
+}
+
+// --- formatters: the text each parser reads back -------------------------
+
+std::string Format(const std::string& v) { return v; }
+std::string Format(int v) { return std::to_string(v); }
+std::string Format(std::int64_t v) { return std::to_string(v); }
+std::string Format(Millis v) { return FormatDuration(v); }
+std::string Format(LogLevel v) { return std::string(LogLevelName(v)); }
+// Shortest form that reads back the same: 0.1, 0.5, 1.
+std::string Format(double v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("nan");
+}
+
+// One row of the table from a member of Settings: the parser sets it, the
+// formatter of its type renders it, the default is the member's own.
+struct Traits {
+  bool restart_only = false;
+  bool secret = false;
 };
 
-const std::vector<KeySpec>& Keys() {
-  static const std::vector<KeySpec> keys = {
-      {"db", "libpq conninfo or URI, without a password or sslpassword (empty: PG* variables)"},
-      {"schema", "database schema holding the compaction tables"},
-      {"listen", "HOST:PORT of the HTTP endpoints (run only)"},
-      {"pool-size", "database connections (and worker threads) for queries"},
-      {"application-name", "pg_stat_activity.application_name of connections"},
-      {"min-interval", "shortest sweep interval of a topic"},
-      {"max-interval", "longest sweep interval of a topic"},
-      {"jitter", "fraction of the interval taken off at random, 0..0.5"},
-      {"batch-size", "rows deleted per batch transaction"},
-      {"max-batches", "batches per sweep of one topic"},
-      {"statement-timeout", "server-side bound of one batch statement"},
-      {"claim-ttl", "lifetime of a sweep's claim on its topic"},
-      {"batch-pause", "pause after each full batch, 0..1m (0: none)"},
-      {"duty-cycle", "largest share of a sweep's time spent in batches, (0, 1]"},
-      {"owner", "name of this replica in janitor_state (empty: host:pid)"},
-      {"stats-interval", "period of the statistics refresh"},
-      {"stats-timeout", "statement timeout of the statistics queries"},
-      {"stats-exact-count-limit", "headless rows counted exactly per topic; estimated above"},
-      {"topic-refresh-interval", "period of the topic list refresh"},
-      {"reconnect-min", "first retry delay after a database failure"},
-      {"reconnect-max", "largest retry delay after a database failure"},
-      {"shutdown-timeout", "time allowed to finish sweeps after SIGTERM"},
-      {"log-level", "debug, info, warn or error"},
+template <typename T, typename Parse>
+SettingSpec Setting(const char* name, const char* help, T Settings::*member,
+                    Parse parse, Traits traits = {}) {
+  static_assert(
+      std::is_same_v<
+          std::invoke_result_t<Parse, const std::string&, const std::string&>,
+          T>,
+      "the parser must yield the member's type");
+  SettingSpec spec;
+  spec.name = name;
+  spec.help = help;
+  spec.restart_only = traits.restart_only;
+  spec.secret = traits.secret;
+  spec.parse = [key = spec.name, member, parse](Settings& s,
+                                                const std::string& text) {
+    s.*member = parse(key, text);
   };
-  return keys;
+  spec.format = [member](const Settings& s) { return Format(s.*member); };
+  spec.same = [member](const Settings& a, const Settings& b) {
+    return a.*member == b.*member;
+  };
+  spec.copy = [member](Settings& to, const Settings& from) {
+    to.*member = from.*member;
+  };
+  return spec;
 }
 
-std::map<std::string, std::string> DefaultTexts() {
-  Settings d;
-  return {
-      {"db", d.db},
-      {"schema", d.schema},
-      {"listen", d.listen},
-      {"pool-size", std::to_string(d.pool_size)},
-      {"application-name", d.application_name},
-      {"min-interval", FormatDuration(d.min_interval)},
-      {"max-interval", FormatDuration(d.max_interval)},
-      {"jitter", "0.1"},
-      {"batch-size", std::to_string(d.batch_size)},
-      {"max-batches", std::to_string(d.max_batches)},
-      {"statement-timeout", FormatDuration(d.statement_timeout)},
-      {"claim-ttl", FormatDuration(d.claim_ttl)},
-      {"batch-pause", FormatDuration(d.batch_pause)},
-      {"duty-cycle", FormatNumber(d.duty_cycle)},
-      {"owner", d.owner},
-      {"stats-interval", FormatDuration(d.stats_interval)},
-      {"stats-timeout", FormatDuration(d.stats_timeout)},
-      {"stats-exact-count-limit", std::to_string(d.stats_exact_count_limit)},
-      {"topic-refresh-interval", FormatDuration(d.topic_refresh_interval)},
-      {"reconnect-min", FormatDuration(d.reconnect_min)},
-      {"reconnect-max", FormatDuration(d.reconnect_max)},
-      {"shutdown-timeout", FormatDuration(d.shutdown_timeout)},
-      {"log-level", std::string(LogLevelName(d.log_level))},
+constexpr Traits kRestart{.restart_only = true};
+
+}  // namespace
+
+const std::vector<SettingSpec>& SettingTable() {
+  using S = Settings;
+  static const std::vector<SettingSpec> table = {
+      Setting("db",
+              "libpq conninfo or URI, without a password or sslpassword "
+              "(empty: PG* variables)",
+              &S::db, ToConninfo, {.restart_only = true, .secret = true}),
+      Setting("schema", "database schema holding the compaction tables",
+              &S::schema, ToSchema, kRestart),
+      Setting("listen", "HOST:PORT of the HTTP endpoints (run only)",
+              &S::listen, ToListen, kRestart),
+      Setting("pool-size",
+              "database connections (and worker threads) for queries",
+              &S::pool_size, IntIn(1, 64), kRestart),
+      Setting("application-name",
+              "pg_stat_activity.application_name of connections",
+              &S::application_name, ToIdentifier, kRestart),
+      Setting("min-interval", "shortest sweep interval of a topic",
+              &S::min_interval, ToTimer),
+      Setting("max-interval", "longest sweep interval of a topic",
+              &S::max_interval, ToTimer),
+      Setting("jitter", "fraction of the interval taken off at random, 0..0.5",
+              &S::jitter, ToFraction),
+      Setting("batch-size", "rows deleted per batch transaction",
+              &S::batch_size, IntIn(1, 100000)),
+      Setting("max-batches", "batches per sweep of one topic", &S::max_batches,
+              IntIn(1, 1000000)),
+      Setting("statement-timeout", "server-side bound of one batch statement",
+              &S::statement_timeout, ToServerTimeout),
+      Setting("claim-ttl", "lifetime of a sweep's claim on its topic",
+              &S::claim_ttl, ToTtl),
+      Setting("batch-pause", "pause after each full batch, 0..1m (0: none)",
+              &S::batch_pause, ToPause),
+      Setting("duty-cycle",
+              "largest share of a sweep's time spent in batches, (0, 1]",
+              &S::duty_cycle, ToDutyCycle),
+      Setting("owner",
+              "name of this replica in janitor_state (empty: host:pid)",
+              &S::owner, ToText),
+      Setting("stats-interval", "period of the statistics refresh",
+              &S::stats_interval, ToTimer),
+      Setting("stats-timeout", "statement timeout of the statistics queries",
+              &S::stats_timeout, ToServerTimeout, kRestart),
+      Setting("stats-exact-count-limit",
+              "headless rows counted exactly per topic; estimated "
+              "above",
+              &S::stats_exact_count_limit,
+              IntIn<std::int64_t>(1, compaction::StatsOptions::kCountAll)),
+      Setting("topic-refresh-interval", "period of the topic list refresh",
+              &S::topic_refresh_interval, ToTimer),
+      Setting("reconnect-min", "first retry delay after a database failure",
+              &S::reconnect_min, ToTimer),
+      Setting("reconnect-max", "largest retry delay after a database failure",
+              &S::reconnect_max, ToTimer),
+      Setting("shutdown-timeout", "time allowed to finish sweeps after SIGTERM",
+              &S::shutdown_timeout, ToTimer),
+      Setting("log-level", "debug, info, warn or error", &S::log_level,
+              ToLogLevel),
   };
+  return table;
 }
+
+ReloadPlan PlanReload(const Settings& running, const Settings& fresh) {
+  ReloadPlan plan{fresh, {}};
+  for (const SettingSpec& spec : SettingTable()) {
+    if (!spec.restart_only) continue;
+    if (!spec.same(running, fresh)) plan.ignored.push_back(spec.name);
+    // Keep the running value, so later comparisons stay honest.
+    spec.copy(plan.settings, running);
+  }
+  return plan;
+}
+
+namespace {
+
+const SettingSpec* FindSetting(const std::string& name) {
+  for (const SettingSpec& spec : SettingTable()) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+// Keys whose value can hold a secret, and so is never quoted.
+bool IsSecretKey(const std::string& key) {
+  const SettingSpec* spec = FindSetting(key);
+  return spec != nullptr && spec->secret;
+}
+
+// --- sources: command line, environment, config file ----------------------
 
 // Settings without defaults, so that "absent" stays visible per source.
 po::options_description SettingsTable() {
-  po::options_description desc("Settings (flag, COMPACTIOND_* variable or config file key)");
-  for (const KeySpec& k : Keys()) {
-    desc.add_options()(k.name, po::value<std::string>(), k.help);
+  po::options_description desc(
+      "Settings (flag, COMPACTIOND_* variable or config file key)");
+  for (const SettingSpec& spec : SettingTable()) {
+    desc.add_options()(spec.name.c_str(), po::value<std::string>(),
+                       spec.help.c_str());
   }
   return desc;
 }
 
 po::options_description CommandLineOnly() {
   po::options_description desc("Command-line options");
+  // One option a line, as --help prints them.
+  // clang-format off
   desc.add_options()
       ("help,h", "print this help and exit")
       ("version", "print the version and exit")
-      ("config", po::value<std::string>(), "config file (also COMPACTIOND_CONFIG)")
+      ("config", po::value<std::string>(),
+       "config file (also COMPACTIOND_CONFIG)")
       ("check-config", "validate the configuration and exit")
-      ("print-config", "print the effective configuration (secrets masked) and exit")
+      ("print-config",
+       "print the effective configuration (secrets masked) and exit")
       ("json", "stats, topic list: print JSON")
       ("once", "sweep: one pass over every topic, then exit")
       ("roles", "schema install: also create or refresh the least-privilege "
                 "roles <prefix>_owner, _app, _janitor, _monitor (superuser)")
       ("role-prefix", po::value<std::string>(),
        "schema install --roles: role name prefix (default: the schema name)")
-      ("headless-ttl", po::value<std::string>(), "topic register: TTL of headless rows (default 1h)");
+      ("headless-ttl", po::value<std::string>(),
+       "topic register: TTL of headless rows (default 1h)");
+  // clang-format on
   return desc;
 }
 
@@ -140,8 +378,8 @@ std::string EnvName(const std::string& key) {
 std::string EnvToKey(const std::string& var) {
   std::string prefix = kEnvPrefix;
   if (var.rfind(prefix, 0) != 0) return "";
-  for (const KeySpec& k : Keys()) {
-    if (EnvName(k.name) == var) return k.name;
+  for (const SettingSpec& spec : SettingTable()) {
+    if (EnvName(spec.name) == var) return spec.name;
   }
   return "";
 }
@@ -158,10 +396,7 @@ Values ToValues(const po::parsed_options& parsed) {
 }
 
 bool IsSettingKey(const std::string& name) {
-  for (const KeySpec& k : Keys()) {
-    if (name == k.name) return true;
-  }
-  return false;
+  return FindSetting(name) != nullptr;
 }
 
 // Whether an unknown key may be quoted in an error: only when it looks like
@@ -239,179 +474,6 @@ Values ParseEnvironment() {
   }
 }
 
-// Keys whose value can hold a secret, and so is never quoted.
-bool IsSecretKey(const std::string& key) { return key == "db"; }
-
-[[noreturn]] void Invalid(const std::string& key, const std::string& value,
-                          const std::string& why) {
-  if (IsSecretKey(key)) {
-    throw ConfigError("invalid value for key '" + key + "': " + why);
-  }
-  throw ConfigError("invalid value '" + value + "' for key '" + key + "': " +
-                    why);
-}
-
-std::int64_t ToInt64(const std::string& key, const std::string& v,
-                     std::int64_t lo, std::int64_t hi) {
-  size_t used = 0;
-  long long n = 0;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    Invalid(key, v, "expected an integer");
-  }
-  if (used != v.size()) Invalid(key, v, "expected an integer");
-  if (n < lo || n > hi) {
-    Invalid(key, v, "must be between " + std::to_string(lo) + " and " +
-                        std::to_string(hi));
-  }
-  return n;
-}
-
-int ToInt(const std::string& key, const std::string& v, int lo, int hi) {
-  return static_cast<int>(ToInt64(key, v, lo, hi));
-}
-
-// A positive duration of at most `max`; `about` reads the bound to a person.
-Millis ToDuration(const std::string& key, const std::string& v, Millis max,
-                  const char* about) {
-  const std::string bound =
-      "at most " + FormatDuration(max) + " (" + about + ")";
-  auto d = ParseDuration(v);
-  // ParseDuration also refuses a number too large for 64-bit milliseconds.
-  if (!d) {
-    Invalid(key, v, "expected a duration such as 500ms, 30s, 5m, 1h, " + bound);
-  }
-  if (d->count() <= 0) Invalid(key, v, "must be positive");
-  if (*d > max) Invalid(key, v, "must be " + bound);
-  return *d;
-}
-
-Millis ToTtl(const std::string& key, const std::string& v) {
-  return ToDuration(key, v, kMaxTtl, "about 100 years");
-}
-
-Millis ToTimer(const std::string& key, const std::string& v) {
-  return ToDuration(key, v, kMaxTimer, "one year");
-}
-
-// A pause: 0 turns it off; the library's bound is one minute.
-Millis ToPause(const std::string& key, const std::string& v) {
-  auto d = ParseDuration(v);
-  if (!d) Invalid(key, v, "expected a duration such as 0, 10ms, 1s");
-  if (*d > std::chrono::minutes(1)) Invalid(key, v, "must be at most 1m");
-  return *d;
-}
-
-// PostgreSQL takes statement_timeout up to INT_MAX milliseconds.
-Millis ToServerTimeout(const std::string& key, const std::string& v) {
-  static_assert(kMaxServerTimeout.count() == std::numeric_limits<int>::max());
-  return ToDuration(key, v, kMaxServerTimeout, "about 24 days");
-}
-
-double ToNumber(const std::string& key, const std::string& v) {
-  size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    Invalid(key, v, "expected a number");
-  }
-  if (used != v.size()) Invalid(key, v, "expected a number");
-  return x;
-}
-
-double ToFraction(const std::string& key, const std::string& v) {
-  const double x = ToNumber(key, v);
-  if (!(x >= 0.0 && x <= 0.5)) Invalid(key, v, "must be between 0 and 0.5");
-  return x;
-}
-
-// The library's SweepOptions::duty_cycle: (0, 1], 1 adds no pause.
-double ToDutyCycle(const std::string& key, const std::string& v) {
-  const double x = ToNumber(key, v);
-  if (!(x > 0.0 && x <= 1.0)) {
-    Invalid(key, v, "must be above 0 and at most 1");
-  }
-  return x;
-}
-
-void CheckIdentifier(const std::string& key, const std::string& v) {
-  if (v.empty() || v.size() > 63) Invalid(key, v, "must be 1..63 characters");
-  for (char c : v) {
-    if (static_cast<unsigned char>(c) < 0x20) {
-      Invalid(key, v, "must not contain control characters");
-    }
-  }
-}
-
-void Apply(Settings& s, const std::string& key, const std::string& v) {
-  if (key == "db") {
-    try {
-      ConninfoParams(v);
-    } catch (const std::invalid_argument& e) {
-      // libpq's message points at the syntax; the value may hold a password.
-      throw ConfigError("invalid value for key 'db': " + std::string(e.what()));
-    }
-    s.db = v;
-  } else if (key == "schema") {
-    CheckIdentifier(key, v);
-    // The library's SQL templates name their placeholders in braces; a
-    // schema called "{id}" was once rendered into another schema's name.
-    if (v.find_first_of("{}") != std::string::npos) {
-      Invalid(key, v, "must not contain '{' or '}'");
-    }
-    s.schema = v;
-  } else if (key == "listen") {
-    ParseListen(key, v);
-    s.listen = v;
-  } else if (key == "pool-size") {
-    s.pool_size = ToInt(key, v, 1, 64);
-  } else if (key == "application-name") {
-    CheckIdentifier(key, v);
-    s.application_name = v;
-  } else if (key == "min-interval") {
-    s.min_interval = ToTimer(key, v);
-  } else if (key == "max-interval") {
-    s.max_interval = ToTimer(key, v);
-  } else if (key == "jitter") {
-    s.jitter = ToFraction(key, v);
-  } else if (key == "batch-size") {
-    s.batch_size = ToInt(key, v, 1, 100000);
-  } else if (key == "max-batches") {
-    s.max_batches = ToInt(key, v, 1, 1000000);
-  } else if (key == "statement-timeout") {
-    s.statement_timeout = ToServerTimeout(key, v);
-  } else if (key == "claim-ttl") {
-    s.claim_ttl = ToTtl(key, v);
-  } else if (key == "batch-pause") {
-    s.batch_pause = ToPause(key, v);
-  } else if (key == "duty-cycle") {
-    s.duty_cycle = ToDutyCycle(key, v);
-  } else if (key == "owner") {
-    s.owner = v;
-  } else if (key == "stats-interval") {
-    s.stats_interval = ToTimer(key, v);
-  } else if (key == "stats-timeout") {
-    s.stats_timeout = ToServerTimeout(key, v);
-  } else if (key == "stats-exact-count-limit") {
-    s.stats_exact_count_limit =
-        ToInt64(key, v, 1, compaction::StatsOptions::kCountAll);
-  } else if (key == "topic-refresh-interval") {
-    s.topic_refresh_interval = ToTimer(key, v);
-  } else if (key == "reconnect-min") {
-    s.reconnect_min = ToTimer(key, v);
-  } else if (key == "reconnect-max") {
-    s.reconnect_max = ToTimer(key, v);
-  } else if (key == "shutdown-timeout") {
-    s.shutdown_timeout = ToTimer(key, v);
-  } else if (key == "log-level") {
-    auto level = ParseLogLevel(v);
-    if (!level) Invalid(key, v, "expected debug, info, warn or error");
-    s.log_level = *level;
-  }
-}
-
 void CheckRelations(const Settings& s, const Values& effective) {
   if (s.max_interval < s.min_interval) {
     Invalid("max-interval", effective.at("max-interval"),
@@ -431,9 +493,9 @@ void CheckRelations(const Settings& s, const Values& effective) {
   }
   if (s.batch_pause.count() > 0 && s.batch_pause >= s.claim_ttl) {
     // The library refuses it: a claim must outlast the pause it covers.
-    Invalid("batch-pause", effective.at("batch-pause"),
-            "must be shorter than claim-ttl (" + effective.at("claim-ttl") +
-                ")");
+    Invalid(
+        "batch-pause", effective.at("batch-pause"),
+        "must be shorter than claim-ttl (" + effective.at("claim-ttl") + ")");
   }
 }
 
@@ -459,8 +521,10 @@ po::variables_map ParseArgs(const std::vector<std::string>& args) {
 
 Values FlagValues(const po::variables_map& vm) {
   Values out;
-  for (const KeySpec& k : Keys()) {
-    if (vm.count(k.name) != 0) out[k.name] = vm[k.name].as<std::string>();
+  for (const SettingSpec& spec : SettingTable()) {
+    if (vm.count(spec.name) != 0) {
+      out[spec.name] = vm[spec.name].as<std::string>();
+    }
   }
   return out;
 }
@@ -490,6 +554,45 @@ void ReadCommandLineOnly(const po::variables_map& vm, Invocation& inv) {
   }
 }
 
+// A conninfo with a password on the command line is visible to every local
+// user (ps, /proc); it is refused before anything else reads it.
+void RefuseSecretFlags(const Values& flags) {
+  for (const auto& [key, value] : flags) {
+    if (IsSecretKey(key) && ConninfoHasSecret(value)) {
+      throw ConfigError(
+          "key '" + key +
+          "': a password or sslpassword on the command line is visible to "
+          "every local user; use PGPASSFILE, PGPASSWORD, " +
+          EnvName(key) + " or a config file readable by the daemon only");
+    }
+  }
+}
+
+// Whether the config file holds a secret that group or others may read.
+std::optional<unsigned> ExposedSecretMode(const std::string& path,
+                                          const Values& file) {
+  for (const auto& [key, value] : file) {
+    if (IsSecretKey(key) && ConninfoHasSecret(value)) {
+      return ReadableByOthers(path);
+    }
+  }
+  return std::nullopt;
+}
+
+const char* SourceName(Source source) {
+  switch (source) {
+    case Source::kDefault:
+      return "default";
+    case Source::kFile:
+      return "file";
+    case Source::kEnvironment:
+      return "environment";
+    case Source::kFlag:
+      return "flag";
+  }
+  return "default";
+}
+
 }  // namespace
 
 Invocation ParseInvocation(const std::vector<std::string>& args) {
@@ -499,22 +602,18 @@ Invocation ParseInvocation(const std::vector<std::string>& args) {
   if (inv.help || inv.version) return inv;
 
   Values flags = FlagValues(vm);
-  if (flags.count("db") != 0 && ConninfoHasSecret(flags["db"])) {
-    throw ConfigError(
-        "key 'db': a password or sslpassword on the command line is visible "
-        "to every local user; use PGPASSFILE, PGPASSWORD, COMPACTIOND_DB or "
-        "a config file readable by the daemon only");
-  }
+  RefuseSecretFlags(flags);
   Values env = ParseEnvironment();
   Values file = inv.config_file.empty() ? Values{} : ParseFile(inv.config_file);
-  if (file.count("db") != 0 && ConninfoHasSecret(file["db"])) {
-    inv.exposed_secret_mode = ReadableByOthers(inv.config_file);
+  if (!file.empty()) {
+    inv.exposed_secret_mode = ExposedSecretMode(inv.config_file, file);
   }
 
-  Values effective = DefaultTexts();
-  for (const KeySpec& k : Keys()) {
+  const Settings defaults;
+  Values effective;  // key → its value as given, for relation errors
+  for (const SettingSpec& spec : SettingTable()) {
     // Highest precedence first: the first source holding the key wins.
-    const std::string key = k.name;
+    const std::string& key = spec.name;
     Source source = Source::kDefault;
     if (flags.count(key) != 0) {
       effective[key] = flags[key];
@@ -527,7 +626,11 @@ Invocation ParseInvocation(const std::vector<std::string>& args) {
       source = Source::kFile;
     }
     inv.sources[key] = source;
-    Apply(inv.settings, key, effective[key]);
+    if (source == Source::kDefault) {
+      effective[key] = spec.format(defaults);
+    } else {
+      spec.parse(inv.settings, effective[key]);
+    }
   }
   CheckRelations(inv.settings, effective);
   return inv;
@@ -582,43 +685,15 @@ std::string HelpText() {
 }
 
 std::string RenderConfig(const Invocation& inv) {
-  Values effective = DefaultTexts();
-  const Settings& s = inv.settings;
-  effective["db"] = MaskConninfo(s.db);
-  effective["schema"] = s.schema;
-  effective["listen"] = s.listen;
-  effective["pool-size"] = std::to_string(s.pool_size);
-  effective["application-name"] = s.application_name;
-  effective["min-interval"] = FormatDuration(s.min_interval);
-  effective["max-interval"] = FormatDuration(s.max_interval);
-  effective["jitter"] = FormatNumber(s.jitter);
-  effective["batch-size"] = std::to_string(s.batch_size);
-  effective["max-batches"] = std::to_string(s.max_batches);
-  effective["statement-timeout"] = FormatDuration(s.statement_timeout);
-  effective["claim-ttl"] = FormatDuration(s.claim_ttl);
-  effective["batch-pause"] = FormatDuration(s.batch_pause);
-  effective["duty-cycle"] = FormatNumber(s.duty_cycle);
-  effective["owner"] = s.owner;
-  effective["stats-interval"] = FormatDuration(s.stats_interval);
-  effective["stats-timeout"] = FormatDuration(s.stats_timeout);
-  effective["stats-exact-count-limit"] = std::to_string(s.stats_exact_count_limit);
-  effective["topic-refresh-interval"] = FormatDuration(s.topic_refresh_interval);
-  effective["reconnect-min"] = FormatDuration(s.reconnect_min);
-  effective["reconnect-max"] = FormatDuration(s.reconnect_max);
-  effective["shutdown-timeout"] = FormatDuration(s.shutdown_timeout);
-  effective["log-level"] = std::string(LogLevelName(s.log_level));
-
   std::ostringstream out;
-  for (const KeySpec& k : Keys()) {
-    const char* source = "default";
-    switch (inv.sources.count(k.name) ? inv.sources.at(k.name)
-                                      : Source::kDefault) {
-      case Source::kDefault: source = "default"; break;
-      case Source::kFile: source = "file"; break;
-      case Source::kEnvironment: source = "environment"; break;
-      case Source::kFlag: source = "flag"; break;
-    }
-    out << k.name << " = " << effective[k.name] << "  # " << source << "\n";
+  for (const SettingSpec& spec : SettingTable()) {
+    std::string value = spec.format(inv.settings);
+    if (spec.secret) value = MaskConninfo(value);
+    const auto source = inv.sources.find(spec.name);
+    out << spec.name << " = " << value << "  # "
+        << SourceName(source == inv.sources.end() ? Source::kDefault
+                                                  : source->second)
+        << "\n";
   }
   return out.str();
 }

@@ -1,16 +1,22 @@
-// Configuration: one Boost.Program_options table serves the command line, the
-// config file and the environment (COMPACTIOND_<KEY>, '-' written as '_').
-// Precedence, highest first: command-line flag, environment, config file,
-// built-in default. Every invalid value is a ConfigError naming its key
-// (the process exits 2).
+// Configuration: one table of settings (SettingTable(), one row per key)
+// serves the command line, the config file, the environment
+// (COMPACTIOND_<KEY>, '-' written as '_'), --help, --print-config and the
+// SIGHUP reload. Precedence, highest first: command-line flag, environment,
+// config file, built-in default (a default-constructed Settings). Every
+// invalid value is a ConfigError naming its key (the process exits 2).
+//
+// Adding a setting: a member (with its default) in Settings, and one row in
+// SettingTable() in config.cpp naming it, its help, its parser and whether
+// only a restart applies it. Everything else follows from the row.
 //
 // Pure parsing, no I/O except reading the config file and the environment.
 // Thread safety: the functions are reentrant; a Settings value is a plain
-// copyable struct.
+// copyable struct; the table is immutable after its first use.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -40,8 +46,13 @@ inline constexpr Millis kMaxTtl = compaction::kMaxTtl;
 // and the timer fires at once.
 inline constexpr Millis kMaxTimer = std::chrono::hours(24 * 365);
 // Server-side timeouts (statement-timeout, stats-timeout): PostgreSQL's
-// statement_timeout is an int of milliseconds.
+// statement_timeout is an int of milliseconds. The library refuses more
+// (ValidateStatementTimeout in lib/src/validate.cpp) but exports no
+// constant; this is the daemon's only copy.
 inline constexpr Millis kMaxServerTimeout{2147483647};
+// batch-pause: the library's kMaxBatchPause (lib/src/janitor.cpp, not
+// exported), which Janitor::Sweep enforces; this is the daemon's only copy.
+inline constexpr Millis kMaxBatchPause = std::chrono::minutes(1);
 
 // Raised for every usage or configuration error; the message names the key.
 class ConfigError : public std::runtime_error {
@@ -49,7 +60,8 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Every key of the option table, with its built-in default.
+// Every setting, with its built-in default: the table takes its defaults
+// from a default-constructed Settings.
 struct Settings {
   std::string db;  // libpq conninfo/URI; empty: PG* environment variables
   std::string schema = "compaction";
@@ -129,6 +141,37 @@ std::string HelpText();
 // The effective configuration in config-file syntax with each value's source
 // as a comment; password and sslpassword in `db` are masked.
 std::string RenderConfig(const Invocation& invocation);
+
+// One row of the settings table. Built in config.cpp from a member of
+// Settings, its parser (with the bounds) and the formatter of the member's
+// type, so every source, --print-config and the reload read the same row.
+struct SettingSpec {
+  std::string name;  // flag --NAME, file key NAME, COMPACTIOND_NAME
+  std::string help;
+  // Only a restart applies it (it shapes connections or sockets): a reload
+  // keeps the running value and warns.
+  bool restart_only = false;
+  // A libpq conninfo that may hold password or sslpassword: refused on the
+  // command line with one, masked in --print-config, never quoted in errors.
+  bool secret = false;
+  // Sets the member from `text`; throws ConfigError naming the key.
+  std::function<void(Settings&, const std::string& text)> parse;
+  // The member as text that `parse` reads back (unmasked).
+  std::function<std::string(const Settings&)> format;
+  std::function<bool(const Settings&, const Settings&)> same;
+  std::function<void(Settings& to, const Settings& from)> copy;
+};
+
+// Every setting, in --help and --print-config order.
+const std::vector<SettingSpec>& SettingTable();
+
+// What a SIGHUP reload applies: `fresh` with every restart-only setting kept
+// at its `running` value, and the names of those that differed (ignored).
+struct ReloadPlan {
+  Settings settings;
+  std::vector<std::string> ignored;
+};
+ReloadPlan PlanReload(const Settings& running, const Settings& fresh);
 
 // "HOST:PORT" or "[V6]:PORT" split into host and port. Throws ConfigError
 // naming `key`.

@@ -2,9 +2,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,153 @@ std::string ErrorOf(const std::vector<std::string>& args) {
     return e.what();
   }
   return "";
+}
+
+// A value other than the default for every setting, as the text its parser
+// reads and its formatter writes. A new setting needs one here; the
+// round-trip test names a setting that has none.
+const std::map<std::string, std::string>& OtherValues() {
+  static const std::map<std::string, std::string> values = {
+      {"db", "host=elsewhere dbname=x"},
+      {"schema", "other_schema"},
+      {"listen", "[::1]:9999"},
+      {"pool-size", "7"},
+      {"application-name", "other-app"},
+      {"min-interval", "2s"},
+      {"max-interval", "10m"},
+      {"jitter", "0.25"},
+      {"batch-size", "123"},
+      {"max-batches", "45"},
+      {"statement-timeout", "7s"},
+      {"claim-ttl", "2m"},
+      {"batch-pause", "0s"},
+      {"duty-cycle", "0.75"},
+      {"owner", "replica-b"},
+      {"stats-interval", "20s"},
+      {"stats-timeout", "3s"},
+      {"stats-exact-count-limit", "5000000000"},
+      {"topic-refresh-interval", "1m"},
+      {"reconnect-min", "250ms"},
+      {"reconnect-max", "20s"},
+      {"shutdown-timeout", "9s"},
+      {"log-level", "debug"},
+  };
+  return values;
+}
+
+std::string EnvNameOf(const std::string& key) {
+  std::string out = "COMPACTIOND_";
+  for (char c : key) {
+    out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
+  }
+  return out;
+}
+
+// The keys of --print-config output, in order.
+std::vector<std::string> RenderedKeys(const std::string& rendered) {
+  std::vector<std::string> keys;
+  std::istringstream in(rendered);
+  for (std::string line; std::getline(in, line);) {
+    keys.push_back(line.substr(0, line.find(" = ")));
+  }
+  return keys;
+}
+
+TEST_CASE("every setting round-trips: default -> format -> parse") {
+  const Settings defaults;
+  for (const SettingSpec& spec : SettingTable()) {
+    INFO(spec.name);
+    REQUIRE(OtherValues().count(spec.name) == 1);
+    const std::string& text = OtherValues().at(spec.name);
+    Settings other;
+    spec.parse(other, text);
+    CHECK_FALSE(spec.same(other, defaults));  // the parser sets this member
+    CHECK(spec.format(other) == text);
+    Settings back = other;
+    spec.parse(back, spec.format(defaults));
+    CHECK(spec.same(back, defaults));
+  }
+  CHECK(OtherValues().size() == SettingTable().size());
+}
+
+TEST_CASE("every setting is read from a flag, the environment and a file") {
+  for (const SettingSpec& spec : SettingTable()) {
+    INFO(spec.name);
+    const std::string& text = OtherValues().at(spec.name);
+    Settings want;
+    spec.parse(want, text);
+
+    Invocation flag = ParseInvocation({"--" + spec.name, text});
+    CHECK(spec.same(flag.settings, want));
+    CHECK(flag.sources.at(spec.name) == Source::kFlag);
+    {
+      const std::string name = EnvNameOf(spec.name);  // outlives `env`
+      ScopedEnv env(name.c_str(), text.c_str());
+      Invocation inv = ParseInvocation({});
+      CHECK(spec.same(inv.settings, want));
+      CHECK(inv.sources.at(spec.name) == Source::kEnvironment);
+    }
+    std::string file = WriteFile(spec.name + " = " + text + "\n");
+    Invocation from_file = ParseInvocation({"--config", file});
+    std::remove(file.c_str());
+    CHECK(spec.same(from_file.settings, want));
+    CHECK(from_file.sources.at(spec.name) == Source::kFile);
+  }
+}
+
+TEST_CASE("print-config lists every setting and reads back the same") {
+  std::vector<std::string> table_keys;
+  for (const SettingSpec& spec : SettingTable()) {
+    table_keys.push_back(spec.name);
+  }
+  CHECK(RenderedKeys(RenderConfig(ParseInvocation({}))) == table_keys);
+
+  std::string config;
+  for (const auto& [key, text] : OtherValues()) {
+    config += key + " = " + text + "\n";
+  }
+  std::string file = WriteFile(config);
+  Invocation first = ParseInvocation({"--config", file});
+  std::remove(file.c_str());
+  const std::string rendered = RenderConfig(first);
+  CHECK(RenderedKeys(rendered) == table_keys);
+  // The output is a config file ('#' starts a comment) giving the same
+  // settings; only a secret key's value is rewritten (masked and quoted).
+  file = WriteFile(rendered);
+  Invocation second = ParseInvocation({"--config", file});
+  std::remove(file.c_str());
+  for (const SettingSpec& spec : SettingTable()) {
+    INFO(spec.name);
+    if (spec.secret) continue;
+    CHECK(spec.same(second.settings, first.settings));
+    CHECK_THAT(rendered,
+               Catch::Contains(spec.name + " = " + OtherValues().at(spec.name) +
+                               "  # file\n"));
+  }
+}
+
+TEST_CASE("a reload keeps exactly the restart-only settings") {
+  std::vector<std::string> restart_only;
+  std::vector<std::string> args;
+  for (const SettingSpec& spec : SettingTable()) {
+    if (spec.restart_only) restart_only.push_back(spec.name);
+    args.push_back("--" + spec.name);
+    args.push_back(OtherValues().at(spec.name));
+  }
+  // The keys App::Reload has always kept (they shape connections, sockets).
+  CHECK(restart_only ==
+        std::vector<std::string>{"db", "schema", "listen", "pool-size",
+                                 "application-name", "stats-timeout"});
+  const Settings running;
+  const Settings fresh = ParseInvocation(args).settings;
+  ReloadPlan plan = PlanReload(running, fresh);
+  CHECK(plan.ignored == restart_only);
+  for (const SettingSpec& spec : SettingTable()) {
+    INFO(spec.name);
+    CHECK(spec.same(plan.settings, spec.restart_only ? running : fresh));
+  }
+  CHECK(PlanReload(running, running).ignored.empty());
+  CHECK(PlanReload(fresh, fresh).ignored.empty());
 }
 
 TEST_CASE("durations parse with units and reject garbage") {
