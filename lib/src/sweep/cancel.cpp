@@ -1,0 +1,27 @@
+#include "sweep/cancel.hpp"
+
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+
+namespace compaction::sweep {
+
+StatementCanceller::StatementCanceller(PGconn* conn, std::stop_token stop)
+    : cancel_(PQgetCancel(conn)), stop_(std::move(stop)) {}
+
+void StatementCanceller::Send::operator()() const noexcept {
+  if (cancel == nullptr) return;  // PQgetCancel failed: nothing to send
+  char error[256];
+  PQcancel(cancel, error, sizeof error);
+}
+
+bool PauseUnlessStopped(std::stop_token stop, std::chrono::milliseconds pause) {
+  std::mutex mutex;
+  std::condition_variable_any wake;
+  std::unique_lock lock(mutex);
+  // Nothing but the stop request notifies `wake`.
+  return !wake.wait_for(lock, stop, pause,
+                        [&stop] { return stop.stop_requested(); });
+}
+
+}  // namespace compaction::sweep
