@@ -8,6 +8,7 @@
 #include "compaction/client.hpp"
 #include "core.hpp"
 #include "rows.hpp"
+#include "schema.hpp"
 #include "topics.hpp"
 
 namespace compaction::detail {
@@ -43,6 +44,7 @@ enum Col {
   kLastError,
   kClaimedBy,
   kClaimedUntil,
+  kFingerprint,  // with_version only
 };
 
 void ValidateStatsOptions(const char* operation, const StatsOptions& options) {
@@ -99,8 +101,9 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          ", j.last_deleted_rows, j.total_deleted_rows, j.last_error, "
          "CASE WHEN j.claimed_until > pg_catalog.now() THEN j.claimed_by END, "
          "CASE WHEN j.claimed_until > pg_catalog.now() THEN " +
-         Micros("j.claimed_until") +
-         " END FROM (SELECT pg_catalog.count(*) n FROM (SELECT FROM " + head +
+         Micros("j.claimed_until") + " END" +
+         (with_version ? ", pg_catalog.to_jsonb(v) ->> 'fingerprint'" : "") +
+         " FROM (SELECT pg_catalog.count(*) n FROM (SELECT FROM " + head +
          " h WHERE h.idle_since IS NOT NULL LIMIT " +
          std::to_string(limit + 1) +
          ") l) c CROSS JOIN pg_catalog.pg_class hc LEFT JOIN " + core.schema() +
@@ -206,11 +209,11 @@ TopicStats ParseStats(const char* operation, const TopicInfo& topic,
     // The same gate as ResolveTopic.
     const int found = static_cast<int>(
         pg::OptInt64(r, row, kVersion).value_or(0));
-    if (found != kTopicBaselineVersion) {
-      throw SchemaVersionMismatch(operation,
-                                  "topic \"" + topic.name + "\" baseline",
-                                  found, kTopicBaselineVersion);
+    std::optional<std::string> fingerprint;
+    if (!pg::IsNull(r, row, kFingerprint)) {
+      fingerprint = std::string(pg::Text(r, row, kFingerprint));
     }
+    CheckTopicBaseline(operation, topic.name, found, fingerprint);
   }
   TopicStats out;
   const std::int64_t counted = pg::Int64(r, row, kCounted);
