@@ -7,7 +7,6 @@ Needs the PG* variables of a throwaway cluster (the db_restart test starts
 its own with deploy/local/pg.sh). Prints measured figures as "FIGURE ...".
 """
 
-import argparse
 import json
 import os
 import re
@@ -19,12 +18,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Daemon, LockHolder, TestFailure, as_postgres, check,  # noqa: E402
+from harness import (Daemon, LockHolder, as_postgres, check,  # noqa: E402
                      connections, drop_schema, free_port, headless_count,
                      insert_headless,
                      insert_materialized, log, materialized_count, psql,
                      psql_file, register, run_cli, scalar, setup_schema,
                      wait_for, PG_BIN)
+from harness import parse_test_args, run_one  # noqa: E402
 
 ARGS = None
 
@@ -979,22 +979,8 @@ TESTS = {
 
 def main():
     global ARGS
-    p = argparse.ArgumentParser()
-    p.add_argument("--binary", required=True)
-    p.add_argument("--repo", required=True)
-    p.add_argument("test", choices=sorted(TESTS))
-    ARGS = p.parse_args()
-    t = time.monotonic()
-    try:
-        TESTS[ARGS.test]()
-    except TestFailure as e:
-        print(f"FAIL {ARGS.test}: {e}", flush=True)
-        for d in Daemon.instances:
-            print(f"--- log of {d.name} (last 60 lines)")
-            print("\n".join(d.log_lines()[-60:]), flush=True)
-        return 1
-    print(f"PASS {ARGS.test} ({time.monotonic() - t:.1f}s)", flush=True)
-    return 0
+    ARGS = parse_test_args(TESTS)
+    return run_one(ARGS.test, TESTS[ARGS.test])
 
 
 if __name__ == "__main__":

@@ -288,3 +288,32 @@ def as_postgres(cmd):
     if os.geteuid() == 0:
         return ["runuser", "-u", "postgres", "--"] + cmd
     return cmd
+
+
+def parse_test_args(tests):
+    """The command line every test file takes: --binary, --repo, TEST."""
+    import argparse
+    p = argparse.ArgumentParser()
+    p.add_argument("--binary", required=True)
+    p.add_argument("--repo", required=True)
+    p.add_argument("test", choices=sorted(tests))
+    return p.parse_args()
+
+
+def run_one(name, fn, log_lines=60):
+    """Runs fn(); prints PASS or FAIL (with the daemons' last log lines).
+
+    Returns the process exit code: 0 on success, 1 on a TestFailure.
+    """
+    t = time.monotonic()
+    try:
+        fn()
+    except TestFailure as e:
+        print(f"FAIL {name}: {e}", flush=True)
+        for d in Daemon.instances:
+            print(f"--- log of {d.name} (last {log_lines} lines)")
+            print("\n".join(d.log_lines()[-log_lines:]), flush=True)
+        return 1
+    print(f"PASS {name} ({time.monotonic() - t:.1f}s)", flush=True)
+    return 0
+

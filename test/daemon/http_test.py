@@ -16,7 +16,6 @@ Load runs in a child process so that the GIL of its threads does not delay
 the probes' own timing. Prints measured figures as "FIGURE ...".
 """
 
-import argparse
 import http.client
 import multiprocessing
 import os
@@ -27,8 +26,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Daemon, TestFailure, check, drop_schema, log,  # noqa: E402
+from harness import (Daemon, check, drop_schema, log,  # noqa: E402
                      run_cli, setup_schema, wait_for)
+from harness import parse_test_args, run_one  # noqa: E402
 
 ARGS = None
 PROBE = b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
@@ -392,22 +392,8 @@ TESTS = {"idle": test_idle, "load": test_load}
 
 def main():
     global ARGS
-    p = argparse.ArgumentParser()
-    p.add_argument("--binary", required=True)
-    p.add_argument("--repo", required=True)
-    p.add_argument("test", choices=sorted(TESTS))
-    ARGS = p.parse_args()
-    t = time.monotonic()
-    try:
-        TESTS[ARGS.test]()
-    except TestFailure as e:
-        print(f"FAIL http_{ARGS.test}: {e}", flush=True)
-        for d in Daemon.instances:
-            print(f"--- log of {d.name} (last 40 lines)")
-            print("\n".join(d.log_lines()[-40:]), flush=True)
-        return 1
-    print(f"PASS http_{ARGS.test} ({time.monotonic() - t:.1f}s)", flush=True)
-    return 0
+    ARGS = parse_test_args(TESTS)
+    return run_one(f"http_{ARGS.test}", TESTS[ARGS.test], log_lines=40)
 
 
 if __name__ == "__main__":

@@ -11,16 +11,16 @@ broken_topic: a topic whose tables were dropped or altered by hand never
 takes the other topics' statistics down; it is counted and logged.
 """
 
-import argparse
 import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Daemon, TestFailure, check, drop_schema,  # noqa: E402
+from harness import (Daemon, check, drop_schema,  # noqa: E402
                      headless_count, insert_headless, log, psql, register,
                      run_cli, scalar, setup_schema, wait_for)
+from harness import parse_test_args, run_one  # noqa: E402
 
 ARGS = None
 
@@ -220,22 +220,8 @@ TESTS = {
 
 def main():
     global ARGS
-    p = argparse.ArgumentParser()
-    p.add_argument("--binary", required=True)
-    p.add_argument("--repo", required=True)
-    p.add_argument("test", choices=sorted(TESTS))
-    ARGS = p.parse_args()
-    t = time.monotonic()
-    try:
-        TESTS[ARGS.test]()
-    except TestFailure as e:
-        print(f"FAIL {ARGS.test}: {e}", flush=True)
-        for d in Daemon.instances:
-            print(f"--- log of {d.name} (last 60 lines)")
-            print("\n".join(d.log_lines()[-60:]), flush=True)
-        return 1
-    print(f"PASS {ARGS.test} ({time.monotonic() - t:.1f}s)", flush=True)
-    return 0
+    ARGS = parse_test_args(TESTS)
+    return run_one(ARGS.test, TESTS[ARGS.test])
 
 
 if __name__ == "__main__":
