@@ -328,6 +328,12 @@ def idle_and_scrapers(daemon):
     check(scrapes[0] > 0, "no scrape succeeded")
 
 
+def under_asan(daemon):
+    """True when the daemon binary runs with AddressSanitizer's runtime."""
+    with open(f"/proc/{daemon.proc.pid}/maps") as f:
+        return "libasan" in f.read()
+
+
 def pipeliners(daemon):
     """(b): RSS and /healthz under 64 non-reading pipelining clients."""
     base = daemon.rss_kb()
@@ -358,7 +364,13 @@ def pipeliners(daemon):
           f" probe_max_ms={max(latencies) * 1000:.1f}"
           f" scrape={scrape[0]} scrape_s={scrape[1]:.3f}"
           f" client_reconnects={resets}", flush=True)
-    check(max(rss) < RSS_LIMIT_KB, f"VmRSS reached {max(rss)} kB")
+    if under_asan(daemon):
+        # AddressSanitizer keeps freed memory in its quarantine (256 MB by
+        # default) and shadows every byte, so RSS says nothing about the
+        # daemon's own bound there; the plain build checks it.
+        log(f"RSS bound not checked under AddressSanitizer (max {max(rss)} kB)")
+    else:
+        check(max(rss) < RSS_LIMIT_KB, f"VmRSS reached {max(rss)} kB")
     check(statuses.count(200) == len(statuses), f"probes answered {statuses}")
     check(max(latencies) < 1.0, f"slowest probe {max(latencies):.3f}s")
     check(scrape[0] in (200, 503) and scrape[1] < MAX_SCRAPE_WAIT + 1,
