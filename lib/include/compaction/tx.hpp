@@ -23,7 +23,11 @@ class Tx {
   // Wraps `connection`, which must already be inside a transaction block
   // (BEGIN issued by the caller). The caller keeps ownership and decides the
   // outcome with its own COMMIT or ROLLBACK. Throws InvalidArgument when the
-  // connection is null, broken or not inside a transaction.
+  // connection is null, broken or not inside a transaction. The transaction
+  // must be READ COMMITTED: LockCompactionHead and ProduceInTx refuse
+  // another level with InvalidArgument before writing anything. Pin the
+  // connection's search_path as the library does for its own
+  // (options='-c search_path=pg_catalog,pg_temp' in its conninfo).
   static Tx Borrow(pg_conn* connection);
 
   Tx(Tx&&) noexcept;
