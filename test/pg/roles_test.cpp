@@ -16,38 +16,11 @@
 
 using testing::Counter;
 using testing::LiveDb;
+using testing::RawConn;
 
 namespace {
 
 constexpr std::string_view kInsufficientPrivilege = "42501";
-
-// A connection as `user` (the rest from the PG* variables): runs one
-// statement and answers its SQLSTATE ("" on success).
-class RoleConn {
- public:
-  explicit RoleConn(const std::string& user)
-      : conn_(PQconnectdb(("user=" + user).c_str())) {
-    REQUIRE(PQstatus(conn_) == CONNECTION_OK);
-  }
-  ~RoleConn() { PQfinish(conn_); }
-  RoleConn(const RoleConn&) = delete;
-  RoleConn& operator=(const RoleConn&) = delete;
-
-  std::string State(const std::string& sql) {
-    PGresult* r = PQexec(conn_, sql.c_str());
-    const auto status = PQresultStatus(r);
-    std::string state;
-    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-      const char* s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-      state = s ? s : "?????";
-    }
-    PQclear(r);
-    return state;
-  }
-
- private:
-  PGconn* conn_;
-};
 
 std::string SqlStateOf(const std::function<void()>& fn) {
   try {
@@ -161,7 +134,7 @@ TEST_CASE("roles: the application role reads, locks, produces and registers") {
     CHECK(t.Stats().headless_rows == 1);
   }
 
-  RoleConn raw(f.Login("app"));
+  RawConn raw("user=" + f.Login("app"));
   const std::string message = f.db.MessageTable("fresh");
   const std::string head = f.db.HeadTable("fresh");
   const std::string schema = f.db.QuotedSchema();
@@ -178,18 +151,18 @@ TEST_CASE("roles: the application role reads, locks, produces and registers") {
         "DELETE FROM " + schema + ".topic",
         "UPDATE " + schema + ".janitor_state SET claimed_by = 'me'"}) {
     INFO(sql);
-    CHECK(raw.State(sql) == kInsufficientPrivilege);
+    CHECK(raw.TryExec(sql) == kInsufficientPrivilege);
   }
   CHECK(SqlStateOf([&] { topic.Destroy(); }) == kInsufficientPrivilege);
   // The owner role may update every column, but created_at is immutable for
   // it too (the head table's trigger).
-  CHECK(RoleConn(f.Login("owner")).State("UPDATE " + head +
+  CHECK(RawConn("user=" + f.Login("owner")).TryExec("UPDATE " + head +
                                          " SET created_at = now() - interval '1 day'") ==
         "23514");
   // What the function itself refuses: the table's CHECKs hold for it too.
-  CHECK(raw.State("SELECT * FROM " + schema +
+  CHECK(raw.TryExec("SELECT * FROM " + schema +
                   ".register_topic('Bad Name', 1000)") == "23514");
-  CHECK(raw.State("SELECT * FROM " + schema + ".register_topic('ok', 0)") ==
+  CHECK(raw.TryExec("SELECT * FROM " + schema + ".register_topic('ok', 0)") ==
         "23514");
 }
 
@@ -208,7 +181,7 @@ TEST_CASE("roles: the janitor role sweeps but cannot drop, truncate or update he
   CHECK(janitor_client.ListTopicStats().size() == 1);
 
   testing::InsertHeadless(f.db.raw(), head, "young", 1, "1 second");
-  RoleConn raw(f.Login("janitor"));
+  RawConn raw("user=" + f.Login("janitor"));
   const std::string message = f.db.MessageTable("early");
   const std::string schema = f.db.QuotedSchema();
   for (const std::string& sql :
@@ -227,10 +200,10 @@ TEST_CASE("roles: the janitor role sweeps but cannot drop, truncate or update he
         "CREATE TABLE " + schema + ".mine (x int)",
         "SELECT * FROM " + schema + ".register_topic('x', 1000)"}) {
     INFO(sql);
-    CHECK(raw.State(sql) == kInsufficientPrivilege);
+    CHECK(raw.TryExec(sql) == kInsufficientPrivilege);
   }
   // The lock-only grant it has changes nothing: its CHECK pins idle_since.
-  CHECK(raw.State("UPDATE " + head + " SET idle_since = now() - interval "
+  CHECK(raw.TryExec("UPDATE " + head + " SET idle_since = now() - interval "
                   "'1 day'") == "23514");
 }
 
@@ -257,13 +230,13 @@ TEST_CASE("roles: the monitor role reads stats and nothing else") {
   CHECK(f.db.raw().Int("SELECT count(*) FROM " + f.db.HeadTable("early")) ==
         3);
 
-  RoleConn raw(f.Login("monitor"));
+  RawConn raw("user=" + f.Login("monitor"));
   for (const std::string& sql :
        {"SELECT * FROM " + f.db.MessageTable("early"),
         "SELECT message_key FROM " + f.db.HeadTable("early"),
         "DELETE FROM " + f.db.HeadTable("early")}) {
     INFO(sql);
-    CHECK(raw.State(sql) == kInsufficientPrivilege);
+    CHECK(raw.TryExec(sql) == kInsufficientPrivilege);
   }
 }
 
