@@ -21,12 +21,11 @@ std::string Join(const std::vector<std::string>& v) {
   return out;
 }
 
-// The library reports an uninstalled schema as version 0.
 bool IsSchemaMissing(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
   } catch (const compaction::SchemaVersionMismatch& mismatch) {
-    return mismatch.found() == 0;
+    return mismatch.not_installed();
   } catch (...) {
     return false;
   }

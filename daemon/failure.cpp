@@ -20,8 +20,8 @@ bool IsConnectionError(const std::exception_ptr& error) {
 bool IsCancelled(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
-  } catch (const compaction::DatabaseError& e) {
-    return e.sqlstate() == "57014";
+  } catch (const compaction::StatementCancelled&) {
+    return true;
   } catch (...) {
     return false;
   }

@@ -12,7 +12,7 @@ namespace compactiond {
 // CommitOutcomeUnknown, SQLSTATE class 08 and the 57P0x shutdown states.
 bool IsConnectionError(const std::exception_ptr& error);
 
-// True for a statement cancelled by us (SQLSTATE 57014), e.g. at shutdown.
+// True for a cancelled statement (StatementCancelled), e.g. ours at shutdown.
 bool IsCancelled(const std::exception_ptr& error);
 
 // "ConnectionLost: <message>" for logs. Library messages carry no passwords.

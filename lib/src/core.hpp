@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "compaction/detail/core.hpp"
+#include "compaction/detail/entry_points.hpp"
 #include "compaction/options.hpp"
 #include "compaction/tx.hpp"
 #include "pg/connection.hpp"
@@ -66,14 +66,16 @@ class TxState {
   TxState(std::shared_ptr<ClientCore> core, pg::Pool::Lease lease)
       : core_(std::move(core)),
         session_((*lease).session()),
-        lease_(std::move(lease)) {}
-  explicit TxState(PGconn* borrowed) : session_{borrowed, nullptr} {}
+        lease_(std::move(lease)),
+        borrowed_(false) {}
+  explicit TxState(PGconn* borrowed)
+      : session_{borrowed, nullptr}, borrowed_(true) {}
 
   pg::Session session() const { return session_; }
   // The session for one library operation in this transaction; refused
-  // with InvalidArgument, before anything is sent, when the transaction is
-  // finished or a borrowed connection was put into pipeline mode (where
-  // the library's synchronous statements cannot run).
+  // before anything is sent when the transaction is finished (UsageError)
+  // or a borrowed connection was put into pipeline mode (InvalidArgument:
+  // the library's synchronous statements cannot run there).
   pg::Session SessionFor(const char* operation) const;
   // SessionFor for an operation that writes or locks: also refuses, with
   // InvalidArgument naming the level, a borrowed transaction that is not
@@ -87,20 +89,37 @@ class TxState {
   // tables' locks, so the id stays valid to its end.
   std::optional<TopicInfo> TouchedTopic(const std::string& name) const;
   void RememberTouchedTopic(const TopicInfo& topic);
-  bool borrowed() const { return !lease_.has_value(); }
-  bool finished() const { return finished_; }
-  void MarkFinished() {
-    finished_ = true;
+  bool borrowed() const { return borrowed_; }
+  TxStatus status() const { return status_; }
+  bool finished() const { return status_ != TxStatus::kActive; }
+  // Returns the connection to the pool (or closes it when it is broken).
+  void Finish(TxStatus status) {
+    status_ = status;
     lease_.reset();
   }
+  // UsageError for an operation on a finished transaction, naming how it
+  // finished.
+  [[noreturn]] void ThrowFinished(const char* operation) const;
 
  private:
   std::shared_ptr<ClientCore> core_;  // declared first: outlives lease_
   pg::Session session_;
-  std::optional<pg::Pool::Lease> lease_;
-  bool finished_ = false;
+  std::optional<pg::Pool::Lease> lease_;  // reset once finished
+  const bool borrowed_;
+  TxStatus status_ = TxStatus::kActive;
   bool read_committed_checked_ = false;
   std::vector<TopicInfo> touched_topics_;  // a handful at most
+};
+
+// The callgate of Tx: the one way library code reaches a Tx's state or
+// makes a Tx, both private to users.
+class TxGate {
+ public:
+  // Throws UsageError on a moved-from Tx.
+  static TxState& State(const Tx& tx) { return tx.state(); }
+  static Tx Make(std::unique_ptr<TxState> state) {
+    return Tx(std::move(state));
+  }
 };
 
 // Runs `fn(session)` on a pooled connection outside any transaction.

@@ -23,8 +23,7 @@ SchemaVersionMismatch::SchemaVersionMismatch(std::string operation,
     : Error(std::move(operation),
             found == 0 ? subject + " is not installed (expected version " +
                              std::to_string(expected) +
-                             "; run InstallSchema or `compactiond schema "
-                             "install`)"
+                             "; install the schema first)"
                        : subject + " is at version " + std::to_string(found) +
                              ", this build expects version " +
                              std::to_string(expected) +

@@ -75,7 +75,7 @@ bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
         pg::OptInt64(message, 0, 0) != pg::OptInt64(locked, 0, 0)) {
       // Cannot happen: a head and its message commit together, and our
       // row lock pins head_id between the two statements.
-      throw DatabaseError(kOp, "",
+      throw InternalError(kOp,
                           "internal invariant broken: the locked head's "
                           "message was not read back");
     }
@@ -167,7 +167,7 @@ std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
   if (options.lock_timeout) {
     ValidateServerTimeout(kOp, "lock_timeout", *options.lock_timeout);
   }
-  TxState& state = tx.state();
+  TxState& state = TxGate::State(tx);
   const pg::Session s = state.WritingSessionFor(kOp);
   // Resolved through the caller's transaction, never the client's cache,
   // so the whole operation sees one database transaction. The same round

@@ -107,7 +107,7 @@ ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
                           const ProduceOptions& options) {
   ValidateTopicName(kOp, topic);
   ValidateProduce(message, options);
-  TxState& state = tx.state();
+  TxState& state = TxGate::State(tx);
   const pg::Session s = state.WritingSessionFor(kOp);
   // Resolved through the caller's transaction (a plain read: a topic that
   // is gone is TopicNotFound and the transaction stays usable), unless it

@@ -77,7 +77,7 @@ void RetryingInstallRace(F&& once) {
 void InstallOnce(ClientCore& core) {
   constexpr const char* kOp = "InstallSchema";
   Tx tx = BeginTx(core);
-  const pg::Session session = tx.state().session();
+  const pg::Session session = TxGate::State(tx).session();
   const std::optional<int> found = InstalledSystemVersion(core, session, kOp);
   if (found) {
     if (*found != kSystemBaselineVersion) {
@@ -119,7 +119,7 @@ std::string ValidRoleName(const char* operation, const std::string& name) {
 void InstallRolesOnce(ClientCore& core, const RoleNames& names) {
   constexpr const char* kOp = "InstallRoles";
   Tx tx = BeginTx(core);
-  const pg::Session session = tx.state().session();
+  const pg::Session session = TxGate::State(tx).session();
   RequireSystemBaseline(core, session, kOp);
   // The names are plain (ValidRoleName), so quoting cannot fail or differ.
   auto quoted = [](const std::string& role) { return "\"" + role + "\""; };

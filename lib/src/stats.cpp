@@ -362,10 +362,6 @@ TopicStats GetTopicStats(ClientCore& core, const std::string& topic,
   });
 }
 
-TopicStats GetTopicStats(ClientCore& core, const std::string& topic) {
-  return GetTopicStats(core, topic, StatsOptions{});
-}
-
 }  // namespace compaction::detail
 
 namespace compaction {

@@ -122,7 +122,7 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
   constexpr const char* kOp = "Destroy";
   ValidateTopicName(kOp, name);
   Tx tx = BeginTx(core);
-  const pg::Session session = tx.state().session();
+  const pg::Session session = TxGate::State(tx).session();
   // DROP TABLE waits for every transaction that touched the tables, and
   // every later statement on them queues behind it: behind a long
   // transaction, fail with LockTimeout instead of stalling the topic.

@@ -37,7 +37,7 @@ Tx Tx::Borrow(pg_conn* connection) {
                           "(issue BEGIN first; an aborted transaction cannot "
                           "be borrowed)");
   }
-  return Tx(std::make_unique<detail::TxState>(connection));
+  return detail::TxGate::Make(std::make_unique<detail::TxState>(connection));
 }
 
 bool Tx::borrowed() const { return state().borrowed(); }
@@ -45,8 +45,23 @@ pg_conn* Tx::native_handle() const { return state().session().conn; }
 
 namespace detail {
 
+void TxState::ThrowFinished(const char* operation) const {
+  switch (status_) {
+    case TxStatus::kCommitted:
+      throw UsageError(operation, "transaction already committed");
+    case TxStatus::kInDoubt:
+      throw UsageError(operation,
+                       "transaction in doubt: the connection broke during its "
+                       "COMMIT, which may or may not have committed");
+    case TxStatus::kAborted:
+    case TxStatus::kActive:
+      break;
+  }
+  throw UsageError(operation, "transaction already rolled back");
+}
+
 pg::Session TxState::SessionFor(const char* operation) const {
-  if (finished_) throw InvalidArgument(operation, "transaction already finished");
+  if (finished()) ThrowFinished(operation);
   if (PQpipelineStatus(session_.conn) != PQ_PIPELINE_OFF) {
     throw InvalidArgument(operation, "the connection is in pipeline mode");
   }
@@ -89,32 +104,34 @@ void TxState::RememberTouchedTopic(const TopicInfo& topic) {
 }  // namespace detail
 
 detail::TxState& Tx::state() const {
-  if (!state_) throw InvalidArgument("Tx", "transaction was moved from");
+  if (!state_) throw UsageError("Tx", "transaction was moved from");
   return *state_;
 }
 
+TxStatus Tx::status() const { return state().status(); }
+
 void Tx::Commit() {
   constexpr const char* kOp = "Commit";
-  state();  // throws on a moved-from Tx
-  if (state_->borrowed()) {
-    throw InvalidArgument(kOp, "a borrowed transaction is committed by its owner");
+  detail::TxState& st = state();
+  if (st.borrowed()) {
+    throw UsageError(kOp, "a borrowed transaction is committed by its owner");
   }
-  if (state_->finished()) throw InvalidArgument(kOp, "transaction already finished");
-  PGconn* conn = state_->session().conn;
+  if (st.finished()) st.ThrowFinished(kOp);
+  PGconn* conn = st.session().conn;
   pg::Result r;
   try {
-    r = pg::ExecUnchecked(state_->session(), kOp, "COMMIT");
+    r = pg::ExecUnchecked(st.session(), kOp, "COMMIT");
   } catch (...) {
     // Preparing failed, so COMMIT was never sent: the transaction did not
     // commit and is gone with the connection.
-    state_->MarkFinished();
+    st.Finish(TxStatus::kAborted);
     throw;
   }
   const bool ok = r && PQresultStatus(r.get()) == PGRES_COMMAND_OK;
   // An aborted transaction answers COMMIT with the tag ROLLBACK.
   const bool rolled_back = ok && std::string_view(PQcmdStatus(r.get())) == "ROLLBACK";
   if (!ok && PQstatus(conn) == CONNECTION_BAD) {
-    state_->MarkFinished();
+    st.Finish(TxStatus::kInDoubt);
     throw CommitOutcomeUnknown(
         kOp, "the connection broke during COMMIT; the transaction may or "
              "may not have committed");
@@ -125,21 +142,22 @@ void Tx::Commit() {
     const char* primary = PQresultErrorField(r.get(), PG_DIAG_MESSAGE_PRIMARY);
     const std::string sqlstate = state ? state : "";
     const std::string message = primary ? primary : "COMMIT failed";
-    state_->MarkFinished();
+    st.Finish(TxStatus::kAborted);
     pg::ThrowForSqlState(kOp, sqlstate, message, false);
   }
-  state_->MarkFinished();
   if (rolled_back) {
+    st.Finish(TxStatus::kAborted);
     throw DatabaseError(kOp, "25P02",
                         "the transaction had failed and was rolled back");
   }
+  st.Finish(TxStatus::kCommitted);
 }
 
 void Tx::Rollback() {
   if (!state_ || state_->borrowed() || state_->finished()) return;
   PGconn* conn = state_->session().conn;
   if (PQstatus(conn) == CONNECTION_OK) pg::Result(PQexec(conn, "ROLLBACK"));
-  state_->MarkFinished();
+  state_->Finish(TxStatus::kAborted);
 }
 
 namespace detail {
@@ -153,7 +171,8 @@ Tx BeginTx(ClientCore& core) {
   // default_transaction_isolation: the lock loop is defined for it only.
   pg::Exec((*lease).session(), "Begin",
            "BEGIN ISOLATION LEVEL READ COMMITTED");
-  return Tx(std::make_unique<TxState>(core.shared_from_this(), std::move(lease)));
+  return TxGate::Make(
+      std::make_unique<TxState>(core.shared_from_this(), std::move(lease)));
 }
 
 }  // namespace detail

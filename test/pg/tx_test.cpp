@@ -38,7 +38,8 @@ TEST_CASE("a borrowed transaction is the caller's: its ROLLBACK discards lock ro
     CHECK(tx.borrowed());
     CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());
     producer.ProduceInTx(tx, Counter{1}, {"k", CompactionOptions{}});
-    CHECK_THROWS_AS(tx.Commit(), compaction::InvalidArgument);
+    CHECK_THROWS_AS(tx.Commit(), compaction::UsageError);
+    CHECK(tx.status() == compaction::TxStatus::kActive);
   }  // destroying a borrowed Tx neither commits nor rolls back
   CHECK(PQtransactionStatus(mine.get()) == PQTRANS_INTRANS);
   mine.Query("ROLLBACK");
@@ -126,9 +127,52 @@ TEST_CASE("a moved-from transaction is a typed error, not a crash") {
   Tx first = db.client().Begin();
   Tx second = std::move(first);
   CHECK_THROWS_WITH(first.Commit(), Catch::Contains("moved from"));  // NOLINT(bugprone-use-after-move)
+  CHECK_THROWS_AS(first.Commit(), compaction::UsageError);
   CHECK_THROWS_AS(db.client().Topic<Counter>("moved").Key("k").LockCompactionHead(first),
-                  compaction::InvalidArgument);
+                  compaction::UsageError);
+  CHECK_THROWS_AS(first.status(), compaction::UsageError);
   second.Commit();
+}
+
+TEST_CASE("a finished transaction says how it finished, as a UsageError") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("finished");
+  topic.Register();
+  Tx committed = db.client().Begin();
+  CHECK(committed.status() == compaction::TxStatus::kActive);
+  committed.Commit();
+  CHECK(committed.status() == compaction::TxStatus::kCommitted);
+  CHECK_THROWS_AS(committed.Commit(), compaction::UsageError);
+  CHECK_THROWS_WITH(committed.Commit(), Catch::Contains("already committed"));
+  CHECK_THROWS_WITH(topic.Key("k").LockCompactionHead(committed),
+                    Catch::Contains("already committed"));
+  Tx rolled_back = db.client().Begin();
+  rolled_back.Rollback();
+  CHECK(rolled_back.status() == compaction::TxStatus::kAborted);
+  CHECK_THROWS_WITH(rolled_back.Commit(), Catch::Contains("rolled back"));
+  Tx failed = db.client().Begin();
+  PQclear(PQexec(failed.native_handle(), "SELECT 1/0"));
+  CHECK_THROWS_AS(failed.Commit(), compaction::DatabaseError);
+  CHECK(failed.status() == compaction::TxStatus::kAborted);
+}
+
+// The connection breaks while COMMIT is in flight, which the library
+// cannot tell apart from a COMMIT that went through: a second Commit says
+// so instead of "already finished".
+TEST_CASE("a second Commit after CommitOutcomeUnknown says the transaction is in doubt") {
+  LiveDb db;
+  compaction::Client client = db.NewClient(1);
+  client.InTransaction([](Tx&) {});  // COMMIT is prepared: it is sent at once
+  Tx tx = client.Begin();
+  const std::string pid =
+      std::to_string(PQbackendPID(tx.native_handle()));
+  REQUIRE(db.raw().Value("SELECT pg_terminate_backend($1, 10000)", {pid}) == "t");
+  CHECK_THROWS_AS(tx.Commit(), compaction::CommitOutcomeUnknown);
+  CHECK(tx.status() == compaction::TxStatus::kInDoubt);
+  CHECK_THROWS_AS(tx.Commit(), compaction::UsageError);
+  CHECK_THROWS_WITH(tx.Commit(), Catch::Contains("in doubt"));
+  tx.Rollback();  // no-op: still in doubt
+  CHECK(tx.status() == compaction::TxStatus::kInDoubt);
 }
 
 TEST_CASE("waiting for a pooled connection is bounded") {

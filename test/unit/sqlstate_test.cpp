@@ -31,7 +31,7 @@ TEST_CASE("SQLSTATEs map onto the error hierarchy") {
   ExpectMapped<ConnectionLost>("23505", /*broken=*/true);
   ExpectMapped<DatabaseError>("23505");
   ExpectMapped<DatabaseError>("42P01");
-  ExpectMapped<DatabaseError>("57014");
+  ExpectMapped<StatementCancelled>("57014");
   ExpectMapped<DatabaseError>("");
 }
 
@@ -44,6 +44,24 @@ TEST_CASE("a database error keeps its SQLSTATE and derived classes stay Database
     CHECK(std::string(e.what()) ==
           "Op: lock timeout: canceling statement due to lock timeout (SQLSTATE 55P03)");
   }
+}
+
+TEST_CASE("a cancelled statement is its own class, still a DatabaseError with its SQLSTATE") {
+  try {
+    pg::ThrowForSqlState("Op", "57014", "canceling statement due to user request", false);
+    FAIL("no exception");
+  } catch (const DatabaseError& e) {
+    CHECK(e.sqlstate() == "57014");
+    CHECK(dynamic_cast<const StatementCancelled*>(&e) != nullptr);
+  }
+}
+
+TEST_CASE("an uninstalled schema is a SchemaVersionMismatch that says so") {
+  const SchemaVersionMismatch missing("Op", "schema x", 0, 1);
+  CHECK(missing.not_installed());
+  CHECK_THAT(missing.what(), Catch::Contains("not installed") && !Catch::Contains("compactiond"));
+  CHECK_FALSE(SchemaVersionMismatch("Op", "schema x", 2, 1).not_installed());
+  CHECK_FALSE(SchemaVersionMismatch("Op", "schema x", 1, "abc", "def").not_installed());
 }
 
 TEST_CASE("a prepared statement missing or duplicated names the pooler option") {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "compaction/detail/core.hpp"
+#include "compaction/detail/entry_points.hpp"
 #include "compaction/options.hpp"
 #include "compaction/stats.hpp"
 #include "compaction/topic.hpp"
@@ -83,10 +83,12 @@ class Client {
                    const StatsOptions& options = {}) const;
 
   const ClientOptions& options() const;
-  const std::shared_ptr<detail::ClientCore>& core() const { return core_; }
 
  private:
+  friend class Janitor;  // shares the pool
+
   explicit Client(std::shared_ptr<detail::ClientCore> core);
+  const std::shared_ptr<detail::ClientCore>& core() const { return core_; }
   std::shared_ptr<detail::ClientCore> core_;
 };
 

@@ -2,17 +2,26 @@
 // to do next; messages name the operation and never carry passwords or payloads.
 //
 //   Error
+//   ├── UsageError             the calling code misused the API (a bug there):
+//   │                          a moved-from Tx, committing a borrowed or
+//   │                          finished one
 //   ├── InvalidArgument        fix the input; raised before anything is written
 //   ├── TopicNotFound          register the topic first (or check its name)
-//   ├── SchemaVersionMismatch  the database was installed by another version
+//   ├── SchemaVersionMismatch  the database was installed by another version,
+//   │                          or not at all (not_installed())
 //   ├── MessageDecodeError     a stored payload does not decode into the type
 //   │   └── MessageSchemaVersionMismatch  stored vs compiled schema version
 //   ├── PoolTimeout            no pooled connection freed up in time
 //   ├── ConnectionLost         the connection broke; the transaction is gone
 //   ├── CommitOutcomeUnknown   the connection broke during COMMIT
+//   ├── InternalError          the server answered what the library cannot
+//   │                          have asked for: a library bug, or its tables
+//   │                          altered by hand
 //   └── DatabaseError          any other server error, with its SQLSTATE
 //       ├── LockTimeout        lock_timeout expired (55P03)
-//       └── RetryableError     serialization failure or deadlock: retry the tx
+//       ├── RetryableError     serialization failure or deadlock: retry the tx
+//       └── StatementCancelled the statement was cancelled (57014): a cancel
+//                              request (Janitor::Cancel) or statement_timeout
 #pragma once
 
 #include <cstdint>
@@ -29,6 +38,12 @@ class Error : public std::runtime_error {
 
  private:
   std::string operation_;
+};
+
+// Like std::logic_error: retrying cannot help, the calling code must change.
+class UsageError : public Error {
+ public:
+  using Error::Error;
 };
 
 class InvalidArgument : public Error {
@@ -58,6 +73,9 @@ class SchemaVersionMismatch : public Error {
                         const std::string& expected_fingerprint);
   int found() const noexcept { return found_; }
   int expected() const noexcept { return expected_; }
+  // The schema (or the system baseline in it) is absent: install it
+  // (Client::InstallSchema) rather than recreate the database.
+  bool not_installed() const noexcept { return found_ == 0; }
 
  private:
   int found_;
@@ -103,6 +121,11 @@ class CommitOutcomeUnknown : public Error {
   using Error::Error;
 };
 
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
 class DatabaseError : public Error {
  public:
   DatabaseError(std::string operation, std::string sqlstate,
@@ -120,6 +143,11 @@ class LockTimeout : public DatabaseError {
 };
 
 class RetryableError : public DatabaseError {
+ public:
+  using DatabaseError::DatabaseError;
+};
+
+class StatementCancelled : public DatabaseError {
  public:
   using DatabaseError::DatabaseError;
 };

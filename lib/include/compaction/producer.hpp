@@ -4,9 +4,9 @@
 // exists. Produces address the topic by name: a producer that outlived a
 // Destroy and Register of its topic works on the new topic; only a topic
 // that is really gone is TopicNotFound (and ProduceInTx leaves the caller's
-// transaction usable then). Lifetime: keeps the client's connection pool alive. Thread safety:
-// Produce may be called from many threads at once; ProduceInTx follows the
-// thread rules of the Tx it is given.
+// transaction usable then). Lifetime: keeps the client's connection pool
+// alive. Thread safety: Produce may be called from many threads at once;
+// ProduceInTx follows the thread rules of the Tx it is given.
 #pragma once
 
 #include <atomic>
@@ -14,18 +14,18 @@
 #include <memory>
 #include <utility>
 
-#include "compaction/detail/core.hpp"
+#include "compaction/detail/entry_points.hpp"
 #include "compaction/message.hpp"
 #include "compaction/tx.hpp"
 
 namespace compaction {
 
 template <Message M>
+class TopicHandle;
+
+template <Message M>
 class Producer {
  public:
-  Producer(std::shared_ptr<detail::ClientCore> core, TopicInfo topic)
-      : core_(std::move(core)), topic_(std::move(topic)) {}
-
   // Appends `message` in its own transaction. With options.compaction set,
   // a message key is required and the key's head moves to this message when
   // it wins, in the same statement: when the key has no head, or when
@@ -50,6 +50,11 @@ class Producer {
   const TopicInfo& topic() const { return topic_; }
 
  private:
+  friend class TopicHandle<M>;
+
+  Producer(std::shared_ptr<detail::ClientCore> core, TopicInfo topic)
+      : core_(std::move(core)), topic_(std::move(topic)) {}
+
   static detail::Outgoing Encode(const M& message) {
     return detail::Outgoing{
         detail::Codec<M>::SchemaVersion(message),

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "compaction/detail/core.hpp"
+#include "compaction/detail/entry_points.hpp"
 #include "compaction/message.hpp"
 #include "compaction/options.hpp"
 #include "compaction/producer.hpp"
@@ -19,15 +19,14 @@
 
 namespace compaction {
 
+class Client;
+template <Message M>
+class TopicHandle;
+
+// From TopicHandle<M>::Key.
 template <Message M>
 class KeyHandle {
  public:
-  KeyHandle(std::shared_ptr<detail::ClientCore> core, std::string topic,
-            std::string message_key)
-      : core_(std::move(core)),
-        topic_(std::move(topic)),
-        message_key_(std::move(message_key)) {}
-
   // Plain read outside any transaction: the key's materialized head, or
   // nullopt when the key has none (absent or headless).
   std::optional<StoredMessage<M>> CompactionHead() const {
@@ -59,6 +58,14 @@ class KeyHandle {
   const std::string& topic_name() const { return topic_; }
 
  private:
+  friend class TopicHandle<M>;
+
+  KeyHandle(std::shared_ptr<detail::ClientCore> core, std::string topic,
+            std::string message_key)
+      : core_(std::move(core)),
+        topic_(std::move(topic)),
+        message_key_(std::move(message_key)) {}
+
   static std::optional<StoredMessage<M>> Decode(
       const char* operation, std::optional<detail::RawStored> raw) {
     if (!raw) return std::nullopt;
@@ -70,12 +77,10 @@ class KeyHandle {
   std::string message_key_;
 };
 
+// From Client::Topic<M>.
 template <Message M>
 class TopicHandle {
  public:
-  TopicHandle(std::shared_ptr<detail::ClientCore> core, std::string name)
-      : core_(std::move(core)), name_(std::move(name)) {}
-
   // Creates the topic and its tables, or updates an existing one. Unset
   // TopicConfig fields: a new topic gets the default, an existing topic
   // keeps its value (so calling Register() at every start never undoes
@@ -119,6 +124,11 @@ class TopicHandle {
   const std::string& name() const { return name_; }
 
  private:
+  friend class Client;
+
+  TopicHandle(std::shared_ptr<detail::ClientCore> core, std::string name)
+      : core_(std::move(core)), name_(std::move(name)) {}
+
   std::shared_ptr<detail::ClientCore> core_;
   std::string name_;
 };

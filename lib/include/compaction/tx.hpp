@@ -16,7 +16,17 @@ namespace compaction {
 
 namespace detail {
 class TxState;
-}
+class TxGate;  // the library's way in; defined in its sources only
+}  // namespace detail
+
+// What the library knows of a transaction's outcome.
+enum class TxStatus {
+  kActive,     // open; a borrowed Tx always reads so (its owner decides)
+  kCommitted,  // Commit succeeded
+  kAborted,    // rolled back, or its COMMIT failed: nothing was written
+  kInDoubt,    // the connection broke during COMMIT (CommitOutcomeUnknown):
+               // it may or may not have committed
+};
 
 class Tx {
  public:
@@ -37,19 +47,23 @@ class Tx {
   ~Tx();
 
   // Commits an owned transaction. Throws CommitOutcomeUnknown when the
-  // connection breaks during COMMIT, InvalidArgument on a borrowed Tx.
+  // connection breaks during COMMIT; UsageError on a borrowed, moved-from or
+  // finished Tx (naming its status: committed, aborted or in doubt).
   void Commit();
   // Rolls back an owned transaction; no-op once finished.
   void Rollback();
 
+  // These three throw UsageError on a moved-from Tx.
+  TxStatus status() const;
   bool borrowed() const;
   pg_conn* native_handle() const;
 
-  // Library internals. Throws InvalidArgument on a moved-from Tx.
-  detail::TxState& state() const;
-  explicit Tx(std::unique_ptr<detail::TxState> state);
-
  private:
+  friend class detail::TxGate;
+
+  explicit Tx(std::unique_ptr<detail::TxState> state);
+  detail::TxState& state() const;
+
   std::unique_ptr<detail::TxState> state_;
 };
 

@@ -307,8 +307,8 @@ std::int64_t Int64(const PGresult* r, int row, int col) {
   const auto [ptr, ec] =
       std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size()) {
-    throw DatabaseError("decode", "", "not an integer: column " +
-                                          std::string(PQfname(r, col)));
+    throw InternalError("decode", "not an integer: column " +
+                                      std::string(PQfname(r, col)));
   }
   return value;
 }

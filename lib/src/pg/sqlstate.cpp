@@ -18,6 +18,9 @@ namespace compaction::pg {
   if (state == kLockNotAvailable) {
     throw LockTimeout(operation, state, "lock timeout: " + message);
   }
+  if (state == kQueryCanceled) {
+    throw StatementCancelled(operation, state, message);
+  }
   // serialization_failure and deadlock_detected: the whole transaction may
   // succeed when retried.
   if (state == "40001" || state == "40P01") {

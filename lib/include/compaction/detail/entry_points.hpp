@@ -1,5 +1,7 @@
-// Non-template entry points behind the typed handles. All SQL and libpq live
-// behind these declarations, in lib/src; the templates only (de)serialize.
+// Non-template entry points behind the typed handles (TopicHandle, KeyHandle,
+// Producer). Not for direct use: each takes the client's internal state,
+// which only the handles hold. All SQL and libpq live behind these
+// declarations; the templates only (de)serialize.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +29,8 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& topic,
                         const TopicConfig& config);
 void DestroyTopic(ClientCore& core, const std::string& topic);
 TopicInfo FindTopic(ClientCore& core, const std::string& topic);
-TopicStats GetTopicStats(ClientCore& core, const std::string& topic);
+TopicStats GetTopicStats(ClientCore& core, const std::string& topic,
+                         const StatsOptions& options);
 
 std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,
                                   const std::string& key);
