@@ -21,10 +21,15 @@
 --            DELETE, TRUNCATE or DDL; it cannot rewrite a head row's key
 --            or creation time.
 --   janitor  the daemon: sweeps headless rows (SELECT, DELETE on head
---            tables) and keeps janitor_state. No access to messages, no
---            DDL, no TRUNCATE, no UPDATE of head columns.
---   monitor  stats only: the topic list, versions, janitor_state and the
---            idle_since column of head tables. No message tables, no keys.
+--            tables), cleans the log (reads the message columns it needs,
+--            payload only to tell a tombstone, and DELETE on messages;
+--            turns a tombstoned head headless: UPDATE of the head columns)
+--            and keeps janitor_state and log_cleaner_state. No DDL, no
+--            TRUNCATE, no INSERT anywhere, and messages stay immutable (a
+--            trigger refuses every UPDATE).
+--   monitor  stats only: the topic list, versions, janitor_state,
+--            log_cleaner_state and the idle_since column of head tables.
+--            No message tables, no keys.
 -- app and janitor are members of monitor: the daemon exports stats, and an
 -- application may read a topic's stats.
 --
@@ -80,10 +85,17 @@ BEGIN
     'schema_version, compaction_rank, updated_at, idle_since) ON ', v_head,
     ' TO {app_role}');
   -- The sweep picks rows FOR UPDATE SKIP LOCKED, which needs UPDATE on some
-  -- column: idle_since, which its CHECK pins (it equals updated_at while
-  -- the head is NULL, NULL otherwise), so no UPDATE can change it.
-  EXECUTE pg_catalog.concat('GRANT SELECT, DELETE, UPDATE (idle_since) ON ',
-                            v_head, ' TO {janitor_role}');
+  -- column. The cleaner's tombstone step turns a head headless: the head
+  -- columns, updated_at and idle_since (never message_key or created_at).
+  EXECUTE pg_catalog.concat('GRANT SELECT, DELETE, UPDATE (head_id, ',
+    'schema_version, compaction_rank, updated_at, idle_since) ON ', v_head,
+    ' TO {janitor_role}');
+  -- The cleaner locks the messages it deletes (FOR UPDATE SKIP LOCKED needs
+  -- an UPDATE grant; the message_immutable trigger refuses every actual
+  -- UPDATE). It reads payload only as "IS NULL" (is it a tombstone).
+  EXECUTE pg_catalog.concat('GRANT SELECT (id, message_key, ',
+    'compaction_rank, created_at, payload), DELETE, UPDATE (created_at) ON ',
+    v_message, ' TO {janitor_role}');
   EXECUTE pg_catalog.concat('GRANT SELECT (idle_since) ON ', v_head,
                             ' TO {monitor_role}');
 END
@@ -109,20 +121,33 @@ BEGIN
 END
 $transfer_tables$;
 
-ALTER FUNCTION {schema}.register_topic(text, bigint) OWNER TO {owner_role};
+ALTER FUNCTION {schema}.register_topic(text, bigint, bigint, bigint)
+  OWNER TO {owner_role};
 ALTER FUNCTION {schema}.grant_topic(bigint) OWNER TO {owner_role};
 ALTER FUNCTION {schema}.refuse_created_at_change() OWNER TO {owner_role};
+ALTER FUNCTION {schema}.refuse_message_change() OWNER TO {owner_role};
 
 GRANT USAGE ON SCHEMA {schema} TO {app_role}, {janitor_role}, {monitor_role};
 GRANT SELECT ON {schema}.topic, {schema}.schema_version
   TO {app_role}, {janitor_role}, {monitor_role};
-GRANT SELECT ON {schema}.janitor_state TO {monitor_role};
+GRANT SELECT ON {schema}.janitor_state, {schema}.log_cleaner_state
+  TO {monitor_role};
 -- The claim, its renewal and the sweep's record; never topic_id.
 GRANT UPDATE (claimed_by, claimed_until, last_sweep_started_at,
               last_sweep_finished_at, last_success_at, last_deleted_rows,
               total_deleted_rows, last_error)
   ON {schema}.janitor_state TO {janitor_role};
-GRANT EXECUTE ON FUNCTION {schema}.register_topic(text, bigint) TO {app_role};
+-- The same for the cleaner, plus its positions and counters.
+GRANT UPDATE (claimed_by, claimed_until, last_sweep_started_at,
+              last_sweep_finished_at, last_success_at, last_deleted_rows,
+              total_deleted_rows, last_error, position, pending_position,
+              pending_xmax, tombstone_position, tombstone_pending_position,
+              tombstone_pending_xmax, last_tombstones_expired,
+              total_tombstones_expired, scanned_at, next_created_at,
+              tombstoned_keys)
+  ON {schema}.log_cleaner_state TO {janitor_role};
+GRANT EXECUTE ON FUNCTION {schema}.register_topic(text, bigint, bigint, bigint)
+  TO {app_role};
 
 -- Topics registered before this ran.
 SELECT {schema}.grant_topic(t.id) FROM {schema}.topic t;

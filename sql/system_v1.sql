@@ -31,7 +31,9 @@ $create_schema$;
 -- One row per registered topic. Generated tables are named after `id` only.
 -- The CHECKs repeat the library's validation (lib/src/validate.cpp), so a
 -- row typed in by hand is refused too: a name of 1-100 characters a-z 0-9 .
--- _ - starting with a letter or digit, and a TTL of at most 36,500 days.
+-- _ - starting with a letter or digit, a TTL of at most 36,500 days, and
+-- retentions of 0 to 36,500 days or the largest bigint, which keeps
+-- messages forever (kKeepForever).
 CREATE TABLE IF NOT EXISTS {schema}.topic (
   id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   name            text NOT NULL UNIQUE
@@ -41,6 +43,20 @@ CREATE TABLE IF NOT EXISTS {schema}.topic (
                   CONSTRAINT topic_headless_ttl_ms_range CHECK (
                     headless_ttl_ms > 0::bigint
                     AND headless_ttl_ms <= 3153600000000::bigint),
+  -- Messages that are no longer their key's head go after this long.
+  retention_ms    bigint NOT NULL DEFAULT 604800000
+                  CONSTRAINT topic_retention_ms_range CHECK (
+                    retention_ms >= 0::bigint
+                    AND (retention_ms <= 3153600000000::bigint
+                         OR retention_ms = 9223372036854775807::bigint)),
+  -- A key whose head is a tombstone keeps it this long, then its row turns
+  -- headless (and the janitor removes it after headless_ttl_ms).
+  tombstone_retention_ms bigint NOT NULL DEFAULT 86400000
+                  CONSTRAINT topic_tombstone_retention_ms_range CHECK (
+                    tombstone_retention_ms >= 0::bigint
+                    AND (tombstone_retention_ms <= 3153600000000::bigint
+                         OR tombstone_retention_ms
+                            = 9223372036854775807::bigint)),
   created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
   updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
@@ -74,6 +90,42 @@ CREATE TABLE IF NOT EXISTS {schema}.janitor_state (
   last_error             text
 );
 
+-- The log cleaner's claim, bookkeeping and positions, one row per topic.
+-- The first nine columns are janitor_state's (the sweep machinery shares
+-- them). A position is a message id: every message at or below it that the
+-- cleaner could remove is gone. A pass scans from the position; what it
+-- reached becomes the pending position, which turns final only once every
+-- transaction running during that pass has ended (pending_xmax <= the
+-- oldest running xid), because identity values are handed out before
+-- commit and a transaction still open could commit a message below it.
+-- The tombstone_ columns are the same for the tombstone scan.
+CREATE TABLE IF NOT EXISTS {schema}.log_cleaner_state (
+  topic_id               bigint PRIMARY KEY
+                         REFERENCES {schema}.topic (id) ON DELETE CASCADE,
+  claimed_by             text,
+  claimed_until          timestamptz,
+  last_sweep_started_at  timestamptz,
+  last_sweep_finished_at timestamptz,
+  last_success_at        timestamptz,
+  last_deleted_rows      bigint NOT NULL DEFAULT 0,
+  total_deleted_rows     bigint NOT NULL DEFAULT 0,
+  last_error             text,
+  position               bigint NOT NULL DEFAULT 0,
+  pending_position       bigint,
+  pending_xmax           xid8,
+  tombstone_position     bigint NOT NULL DEFAULT 0,
+  tombstone_pending_position bigint,
+  tombstone_pending_xmax xid8,
+  last_tombstones_expired  bigint NOT NULL DEFAULT 0,
+  total_tombstones_expired bigint NOT NULL DEFAULT 0,
+  -- For the lag: when the last batch scanned, and the created_at of the
+  -- first message it did not pass (NULL: it reached the end of the log).
+  scanned_at             timestamptz,
+  next_created_at        timestamptz,
+  -- Keys whose head was a tombstone after the last tombstone scan.
+  tombstoned_keys        bigint NOT NULL DEFAULT 0
+);
+
 -- Keeps a head row's created_at what its INSERT made it (the baseline
 -- says immutable; the app role's column grants already leave it out, this
 -- holds for every role, the owner and superusers included). Each head
@@ -97,6 +149,24 @@ BEGIN
     COLUMN = 'created_at';
 END
 $refuse_created_at_change$;
+
+-- Keeps a stored message as it was inserted, for every role: the log is
+-- append-only, and only the log cleaner deletes from it.
+CREATE OR REPLACE FUNCTION {schema}.refuse_message_change()
+  RETURNS trigger
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $refuse_message_change$
+BEGIN
+  RAISE EXCEPTION USING
+    ERRCODE = 'check_violation',
+    MESSAGE = pg_catalog.format(
+      'messages of %I.%I are immutable: produce a new version instead',
+      TG_TABLE_SCHEMA, TG_TABLE_NAME),
+    TABLE = TG_TABLE_NAME,
+    SCHEMA = TG_TABLE_SCHEMA;
+END
+$refuse_message_change$;
 
 -- Grants the roles of sql/roles_v1.sql their privileges on one topic's
 -- tables. A no-op until roles_v1.sql replaces it with the real grants.
@@ -127,9 +197,11 @@ $grant_topic$;
 -- branch leaves the row locked by this transaction for the settings update.
 -- `version` and `fingerprint` are the recorded topic baseline's (NULL when
 -- missing): the library refuses a topic created from another baseline.
-CREATE OR REPLACE FUNCTION {schema}.register_topic(p_name text,
-                                                   p_headless_ttl_ms bigint)
+CREATE OR REPLACE FUNCTION {schema}.register_topic(
+    p_name text, p_headless_ttl_ms bigint, p_retention_ms bigint,
+    p_tombstone_retention_ms bigint)
   RETURNS TABLE (id bigint, name text, headless_ttl_ms bigint,
+                 retention_ms bigint, tombstone_retention_ms bigint,
                  inserted boolean, version integer, fingerprint text)
   LANGUAGE plpgsql
   SECURITY DEFINER
@@ -148,15 +220,22 @@ BEGIN
   INSERT INTO {schema}.topic AS t (name)
   VALUES (p_name)
   ON CONFLICT (name) DO UPDATE SET updated_at = pg_catalog.now()
-  RETURNING t.id, t.name, t.headless_ttl_ms, t.xmax = '0'::xid
-  INTO id, name, headless_ttl_ms, inserted;
+  RETURNING t.id, t.name, t.headless_ttl_ms, t.retention_ms,
+            t.tombstone_retention_ms, t.xmax = '0'::xid
+  INTO id, name, headless_ttl_ms, retention_ms, tombstone_retention_ms,
+       inserted;
   -- The settings the caller set; the row is ours (inserted or locked above).
-  IF p_headless_ttl_ms IS NOT NULL THEN
+  IF p_headless_ttl_ms IS NOT NULL OR p_retention_ms IS NOT NULL
+     OR p_tombstone_retention_ms IS NOT NULL THEN
     UPDATE {schema}.topic AS t
     SET headless_ttl_ms = coalesce(p_headless_ttl_ms, t.headless_ttl_ms),
+        retention_ms = coalesce(p_retention_ms, t.retention_ms),
+        tombstone_retention_ms = coalesce(p_tombstone_retention_ms,
+                                          t.tombstone_retention_ms),
         updated_at = pg_catalog.now()
     WHERE t.id = register_topic.id
-    RETURNING t.headless_ttl_ms INTO headless_ttl_ms;
+    RETURNING t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms
+    INTO headless_ttl_ms, retention_ms, tombstone_retention_ms;
   END IF;
   IF inserted THEN
     EXECUTE pg_catalog.replace(
@@ -167,6 +246,7 @@ BEGIN
     INSERT INTO {schema}.schema_version (topic_id, version, fingerprint)
     VALUES (id, version, fingerprint);
     INSERT INTO {schema}.janitor_state (topic_id) VALUES (id);
+    INSERT INTO {schema}.log_cleaner_state (topic_id) VALUES (id);
     PERFORM {schema}.grant_topic(id);
   ELSE
     SELECT v.version, v.fingerprint INTO version, fingerprint
@@ -183,7 +263,9 @@ $register_topic$;
 
 -- Functions are executable by PUBLIC by default; registration is granted
 -- explicitly (to the application role by roles_v1.sql).
-REVOKE ALL ON FUNCTION {schema}.register_topic(text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION
+  {schema}.register_topic(text, bigint, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION {schema}.grant_topic(bigint) FROM PUBLIC;
 -- A trigger runs its function without checking EXECUTE: nobody needs it.
 REVOKE ALL ON FUNCTION {schema}.refuse_created_at_change() FROM PUBLIC;
+REVOKE ALL ON FUNCTION {schema}.refuse_message_change() FROM PUBLIC;

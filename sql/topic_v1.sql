@@ -5,18 +5,35 @@
 -- that inserts the topic row. Pre-v1 this baseline is edited in place.
 
 -- The message log. compaction_rank NULL: the message did not opt into
--- compaction.
+-- compaction. payload NULL: a tombstone, which says its key has no value
+-- once it is the key's head, so it needs a key and a rank.
 CREATE TABLE {schema}.message_{id} (
   id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   message_key     text,
   schema_version  integer NOT NULL,
   compaction_rank bigint,
-  payload         jsonb NOT NULL,
-  created_at      timestamptz NOT NULL DEFAULT statement_timestamp()
+  payload         jsonb,
+  created_at      timestamptz NOT NULL DEFAULT statement_timestamp(),
+  CONSTRAINT message_{id}_tombstone_keyed CHECK (
+    payload IS NOT NULL
+    OR (message_key IS NOT NULL AND compaction_rank IS NOT NULL))
 );
 
 CREATE INDEX message_{id}_key_history ON {schema}.message_{id} (message_key, id)
   WHERE message_key IS NOT NULL;
+
+-- The log cleaner finds tombstones through this index. Messages are never
+-- updated, so it costs the head advances nothing (they stay HOT).
+CREATE INDEX message_{id}_tombstones ON {schema}.message_{id} (id)
+  WHERE payload IS NULL;
+
+-- A message never changes once stored, for every role. The cleaner locks
+-- the rows it deletes (FOR UPDATE SKIP LOCKED, which needs an UPDATE
+-- grant); this keeps that grant from being a way to rewrite a message.
+CREATE TRIGGER message_immutable
+  BEFORE UPDATE ON {schema}.message_{id}
+  FOR EACH ROW
+  EXECUTE FUNCTION {schema}.refuse_message_change();
 
 -- One durable, lockable row per message key taking part in compaction.
 -- A headless row (all three head columns NULL) exists so that a

@@ -80,6 +80,8 @@ bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
                           "message was not read back");
     }
     head = ParseStored(kOp, message, 0, 0);
+    // A tombstone head: the key has no value, though its row is locked.
+    if (head->message.tombstone) head.reset();
     return true;
   }
   pg::Result inserted =
@@ -203,7 +205,8 @@ std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,
         s, kOp,
         "SELECT " + std::string(kMessageColumns) + " FROM " +
             core.HeadTable(t.id) + " h JOIN " + core.MessageTable(t.id) +
-            " m ON m.id = h.head_id WHERE h.message_key = $1",
+            " m ON m.id = h.head_id WHERE h.message_key = $1 "
+            "AND m.payload IS NOT NULL",
         pg::Params().Add(key));
     if (PQntuples(r.get()) == 0) return std::nullopt;
     return ParseStored(kOp, r.get(), 0, 0);
@@ -222,14 +225,15 @@ std::vector<RawStored> ListHeads(ClientCore& core, const std::string& topic,
         "SELECT " + std::string(kMessageColumns) + " FROM " +
             core.HeadTable(t.id) + " h JOIN " + core.MessageTable(t.id) +
             " m ON m.id = h.head_id WHERE h.message_key > $1 "
-            "ORDER BY h.message_key LIMIT $2",
+            "AND m.payload IS NOT NULL ORDER BY h.message_key LIMIT $2",
         pg::Params().Add(options.after_key).Add(options.limit));
     return ParseAllStored(kOp, r.get());
   });
 }
 
 std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
-                                   const std::string& key, int limit) {
+                                   const std::string& key, int limit,
+                                   bool with_tombstones) {
   constexpr const char* kOp = "Messages";
   ValidateTopicName(kOp, topic);
   ValidateMessageKey(kOp, key);
@@ -238,7 +242,10 @@ std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
     pg::Result r = pg::Exec(s, kOp,
                             "SELECT " + std::string(kMessageColumns) +
                                 " FROM " + core.MessageTable(t.id) +
-                                " m WHERE m.message_key = $1 "
+                                " m WHERE m.message_key = $1 " +
+                                (with_tombstones
+                                     ? ""
+                                     : "AND m.payload IS NOT NULL ") +
                                 "ORDER BY m.id DESC LIMIT $2",
                             pg::Params().Add(key).Add(limit));
     return ParseAllStored(kOp, r.get());

@@ -8,6 +8,7 @@
 
 #include "compaction/client.hpp"
 #include "core.hpp"
+#include "sweep/cleaner.hpp"
 #include "sweep/headless.hpp"
 #include "sweep/loop.hpp"
 #include "sweep/pacing.hpp"
@@ -23,6 +24,20 @@ struct Janitor::InFlight {
   // The latest sweep's; each sweep gets a fresh one, so a stop requested
   // with no sweep in flight reaches no later sweep.
   std::stop_source stop{std::nostopstate};
+
+  // Runs `kind` over `topic_name` as the Janitor's sweep in flight.
+  SweepResult Run(detail::ClientCore& core, sweep::BatchKind& kind,
+                  const std::string& topic_name, const SweepOptions& options) {
+    std::lock_guard sweep_lock(sweep_mutex);
+    // A Cancel() from here on, even during the claim, stops this sweep; one
+    // from before belonged to an earlier sweep.
+    std::stop_source fresh;
+    {
+      std::lock_guard lock(mutex);
+      stop = fresh;
+    }
+    return sweep::RunSweep(core, kind, topic_name, options, fresh.get_token());
+  }
 };
 
 Janitor::Janitor(Client& client)
@@ -46,16 +61,25 @@ SweepResult Janitor::SweepHeadless(const std::string& topic_name,
   constexpr const char* kOp = sweep::HeadlessBatches::kOperation;
   detail::ValidateTopicName(kOp, topic_name);
   sweep::ValidateOptions(kOp, options);
-  std::lock_guard sweep_lock(in_flight_->sweep_mutex);
-  // A Cancel() from here on, even during the claim, stops this sweep; one
-  // from before belonged to an earlier sweep.
-  std::stop_source stop;
-  {
-    std::lock_guard lock(in_flight_->mutex);
-    in_flight_->stop = stop;
-  }
   sweep::HeadlessBatches kind(*core_, options);
-  return sweep::RunSweep(*core_, kind, topic_name, options, stop.get_token());
+  return in_flight_->Run(*core_, kind, topic_name, options);
+}
+
+CompactResult Janitor::CompactLog(const std::string& topic_name,
+                                  const SweepOptions& options) {
+  constexpr const char* kOp = sweep::CleanerBatches::kOperation;
+  detail::ValidateTopicName(kOp, topic_name);
+  sweep::ValidateOptions(kOp, options);
+  sweep::CleanerBatches kind(*core_, options);
+  SweepResult r = in_flight_->Run(*core_, kind, topic_name, options);
+  return CompactResult{r.deleted,
+                       kind.tombstones_expired(),
+                       r.batches,
+                       r.stopped_at_limit,
+                       r.skipped,
+                       std::move(r.claimed_by),
+                       r.cancelled,
+                       r.lost_claim};
 }
 
 }  // namespace compaction

@@ -13,8 +13,13 @@ namespace {
 constexpr const char* kOp = "Produce";
 
 void ValidateProduce(const Outgoing& message, const ProduceOptions& options) {
+  if (message.tombstone && !options.compaction) {
+    throw InvalidArgument(kOp, "a tombstone needs compaction options");
+  }
   if (options.compaction && !options.message_key) {
-    throw InvalidArgument(kOp, "a compacted message needs a message key");
+    throw InvalidArgument(kOp, message.tombstone
+                                   ? "a tombstone needs a message key"
+                                   : "a compacted message needs a message key");
   }
   if (options.message_key) ValidateMessageKey(kOp, *options.message_key);
   if (message.schema_version < 1 ||
@@ -26,10 +31,21 @@ void ValidateProduce(const Outgoing& message, const ProduceOptions& options) {
   }
 }
 
+// Assigns the transaction its xid before the insert draws its message id.
+// The log cleaner's position turns final once every xid older than a pass's
+// snapshot has ended (sql/system_v1.sql, log_cleaner_state); a transaction
+// that drew an id before getting an xid would escape that wait and could
+// commit a message below a final position. The materialized CTE is scanned
+// before the insert computes its row, identity default included.
+constexpr const char* kXidFirst =
+    "xid_first AS MATERIALIZED (SELECT pg_catalog.pg_current_xact_id())";
+
 std::string PlainInsertSql(const ClientCore& core, std::int64_t id) {
-  return "INSERT INTO " + core.MessageTable(id) +
+  return std::string("/* compaction:Produce */ WITH ") + kXidFirst +
+         " INSERT INTO " + core.MessageTable(id) +
          " (message_key, schema_version, compaction_rank, payload) "
-         "VALUES ($1, $2, NULL, $3::jsonb) RETURNING id, " +
+         "SELECT $1::text, $2::integer, NULL::bigint, $3::jsonb FROM xid_first "
+         "RETURNING id, " +
          Micros("created_at") + ", false";
 }
 
@@ -39,10 +55,11 @@ std::string PlainInsertSql(const ClientCore& core, std::int64_t id) {
 // conflict target names the constraint: an inferred target can fail while
 // the index is being rebuilt with REINDEX CONCURRENTLY.
 std::string CompactedInsertSql(const ClientCore& core, std::int64_t id) {
-  return "/* compaction:Produce */ WITH m AS (INSERT INTO " +
-         core.MessageTable(id) +
+  return std::string("/* compaction:Produce */ WITH ") + kXidFirst +
+         ", m AS (INSERT INTO " + core.MessageTable(id) +
          " (message_key, schema_version, compaction_rank, payload) "
-         "VALUES ($1, $2, $4, $3::jsonb) RETURNING id, created_at), "
+         "SELECT $1::text, $2::integer, $4::bigint, $3::jsonb FROM xid_first "
+         "RETURNING id, created_at), "
          "h AS (INSERT INTO " +
          core.HeadTable(id) +
          " AS h (message_key, head_id, schema_version, compaction_rank, "
@@ -66,8 +83,12 @@ std::string CompactedInsertSql(const ClientCore& core, std::int64_t id) {
 ProduceResult Run(ClientCore& core, pg::Session s, const TopicInfo& topic,
                   const Outgoing& message, const ProduceOptions& options) {
   pg::Params params;
-  params.Add(options.message_key).Add(message.schema_version).Add(
-      message.payload_json);
+  params.Add(options.message_key).Add(message.schema_version);
+  if (message.tombstone) {
+    params.AddNull();  // a tombstone's payload is SQL NULL
+  } else {
+    params.Add(message.payload_json);
+  }
   std::string sql;
   if (options.compaction) {
     params.Add(options.compaction->rank);

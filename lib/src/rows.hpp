@@ -40,6 +40,10 @@ inline RawStored ParseStored(const char* operation, const PGresult* r, int row,
   out.compaction_rank = pg::OptInt64(r, row, col + 3);
   out.created_at = FromMicros(pg::Int64(r, row, col + 4));
   out.message.schema_version = out.schema_version;
+  if (pg::IsNull(r, row, col + 5)) {
+    out.message.tombstone = true;  // payload stays JSON null
+    return out;
+  }
   try {
     out.message.payload = nlohmann::json::parse(pg::Text(r, row, col + 5));
   } catch (const nlohmann::json::exception& e) {

@@ -189,6 +189,91 @@ void EstimateOverLimit(const char* operation, ClientCore& core,
   }
 }
 
+// The log's figures for `topics`, one statement for all of them: the
+// cleaner's bookkeeping (log_cleaner_state), its lag from the server clock,
+// and the message table's estimated size (as in kEstimateSql: density at
+// the last statistics times the current size; reltuples alone lags a
+// growing log). Apart from the stats statement because that one must stay
+// short enough to show whole in pg_stat_activity. Reads no message table,
+// so the monitor role can run it; a topic destroyed meanwhile drops out of
+// the join and keeps zeros.
+std::string CleanerSql(const ClientCore& core) {
+  return "/* compaction:Stats cleaner */ SELECT t.id, "
+         "CASE WHEN t.retention_ms = 9223372036854775807::bigint THEN 0 "
+         "ELSE greatest(0::numeric, (extract(epoch FROM (pg_catalog.now() - "
+         "t.retention_ms::float8 * interval '1 millisecond') - coalesce("
+         "c.next_created_at, c.scanned_at, t.created_at)) * 1e3))::bigint "
+         "END, c.tombstoned_keys, c.last_tombstones_expired, "
+         "c.total_tombstones_expired, " +
+         Micros("c.last_sweep_started_at") + ", " +
+         Micros("c.last_sweep_finished_at") + ", " +
+         Micros("c.last_success_at") +
+         ", c.last_deleted_rows, c.total_deleted_rows, c.last_error, "
+         "CASE WHEN c.claimed_until > pg_catalog.now() THEN c.claimed_by END, "
+         "CASE WHEN c.claimed_until > pg_catalog.now() THEN " +
+         Micros("c.claimed_until") +
+         " END, coalesce(CASE WHEN mc.relpages > 0 AND mc.reltuples > "
+         "0::float4 THEN mc.reltuples::float8 / mc.relpages::float8 * "
+         "(pg_catalog.pg_relation_size(mc.oid::regclass) / "
+         "pg_catalog.current_setting('block_size')::bigint)::float8 END, "
+         "0)::bigint FROM pg_catalog.unnest($1::bigint[]) u(id) JOIN " +
+         core.schema() + ".topic t ON t.id = u.id LEFT JOIN " + core.schema() +
+         ".log_cleaner_state c ON c.topic_id = t.id "
+         "LEFT JOIN pg_catalog.pg_class mc ON mc.oid = pg_catalog.to_regclass("
+         "$2::text || '.message_' || t.id::text)::oid";
+}
+
+void ParseCleaner(const PGresult* r, int row, TopicStats& out) {
+  out.cleaner_lag = std::chrono::milliseconds(pg::Int64(r, row, 1));
+  out.tombstoned_keys = pg::OptInt64(r, row, 2).value_or(0);
+  out.last_tombstones_expired = pg::OptInt64(r, row, 3).value_or(0);
+  out.total_tombstones_expired = pg::OptInt64(r, row, 4).value_or(0);
+  JanitorState& c = out.cleaner;
+  c.last_sweep_started_at = OptTime(r, row, 5);
+  c.last_sweep_finished_at = OptTime(r, row, 6);
+  c.last_success_at = OptTime(r, row, 7);
+  c.last_deleted_rows = pg::OptInt64(r, row, 8).value_or(0);
+  c.total_deleted_rows = pg::OptInt64(r, row, 9).value_or(0);
+  c.last_error = std::string(pg::Text(r, row, 10));
+  c.claimed_by = std::string(pg::Text(r, row, 11));
+  c.claimed_until = OptTime(r, row, 12);
+  out.estimated_messages = pg::Int64(r, row, 13);
+}
+
+// The headless rows' and the janitor's figures of `from` into `to`.
+void CopyHeadless(const TopicStats& from, TopicStats& to) {
+  to.headless_rows = from.headless_rows;
+  to.headless_rows_estimated = from.headless_rows_estimated;
+  to.oldest_headless_age = from.oldest_headless_age;
+  to.estimated_head_rows = from.estimated_head_rows;
+  to.janitor = from.janitor;
+}
+
+// Fills in the log's figures of `topics` (those without an error).
+void AddCleanerStats(const char* operation, ClientCore& core, pg::Session s,
+                     std::span<TopicOverview> topics) {
+  std::string ids;
+  for (const TopicOverview& t : topics) {
+    if (!t.error.empty()) continue;
+    ids += ids.empty() ? '{' : ',';
+    ids += std::to_string(t.info.id);
+  }
+  if (ids.empty()) return;
+  pg::Result r = pg::Exec(
+      s, operation, CleanerSql(core),
+      pg::Params().Add(ids + "}").Add(core.schema()));
+  std::unordered_map<std::int64_t, int> rows;
+  for (int row = 0; row < PQntuples(r.get()); ++row) {
+    rows.emplace(pg::Int64(r.get(), row, 0), row);
+  }
+  for (TopicOverview& t : topics) {
+    const auto it = rows.find(t.info.id);
+    if (t.error.empty() && it != rows.end()) {
+      ParseCleaner(r.get(), it->second, t.stats);
+    }
+  }
+}
+
 // The planner prices the partial index by its file size, which keeps the
 // pages of rows that were headless once (every key starts headless), and by
 // statistics that lag; either easily tips it into a sequential scan of all
@@ -341,6 +426,7 @@ std::vector<TopicOverview> ListStats(ClientCore& core,
       ListChunk(core, s, rest.first(n), options.exact_count_limit, out);
       EstimateOverLimit(kListOp, core, s, std::span(out).subspan(start),
                         options.exact_count_limit);
+      AddCleanerStats(kListOp, core, s, std::span(out).subspan(start));
       rest = rest.subspan(n);
     }
   });
@@ -353,9 +439,13 @@ TopicStats GetTopicStats(ClientCore& core, const std::string& topic,
                          const StatsOptions& options) {
   ValidateStatsOptions(kOp, options);
   return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
-    TopicOverview one{t, QueryStats(kOp, core, s, t, options.exact_count_limit,
-                                    /*with_version=*/false),
-                      {}};
+    TopicOverview one{t, {}, {}};
+    // The log's figures first, so that the headless statement is the
+    // connection's last (what pg_stat_activity shows of it).
+    AddCleanerStats(kOp, core, s, std::span(&one, 1));
+    const TopicStats headless = QueryStats(
+        kOp, core, s, t, options.exact_count_limit, /*with_version=*/false);
+    CopyHeadless(headless, one.stats);
     EstimateOverLimit(kOp, core, s, std::span(&one, 1),
                       options.exact_count_limit);
     return std::move(one.stats);

@@ -16,9 +16,24 @@ namespace {
 // How long Destroy waits for the locks it needs.
 constexpr std::chrono::milliseconds kDestroyLockTimeout{5000};
 
+// The topic columns every lookup selects first, in ParseTopic's order.
+constexpr const char* kTopicColumns =
+    "t.id, t.name, t.headless_ttl_ms, t.retention_ms, "
+    "t.tombstone_retention_ms";
+constexpr int kTopicColumnCount = 5;
+
 TopicInfo ParseTopic(const PGresult* r, int row) {
+  using std::chrono::milliseconds;
   return TopicInfo{pg::Int64(r, row, 0), std::string(pg::Text(r, row, 1)),
-                   std::chrono::milliseconds(pg::Int64(r, row, 2))};
+                   milliseconds(pg::Int64(r, row, 2)),
+                   milliseconds(pg::Int64(r, row, 3)),
+                   milliseconds(pg::Int64(r, row, 4))};
+}
+
+std::optional<std::int64_t> Millis(
+    const std::optional<std::chrono::milliseconds>& d) {
+  if (!d) return std::nullopt;
+  return d->count();
 }
 
 // The topic's recorded baseline, version and fingerprint in columns `col`
@@ -68,9 +83,10 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
                  // The fingerprint through to_jsonb: a database from a
                  // build before the column existed answers NULL instead of
                  // failing (and aborting the caller's transaction).
-                 "SELECT t.id, t.name, t.headless_ttl_ms, v.version, "
-                 "pg_catalog.to_jsonb(v) ->> 'fingerprint', "
-                 "pg_catalog.current_setting('lock_timeout') FROM " +
+                 std::string("SELECT ") + kTopicColumns +
+                     ", v.version, "
+                     "pg_catalog.to_jsonb(v) ->> 'fingerprint', "
+                     "pg_catalog.current_setting('lock_timeout') FROM " +
                      core.schema() + ".topic t LEFT JOIN " + core.schema() +
                      ".schema_version v ON v.topic_id = t.id "
                      "WHERE t.name = $1::text",
@@ -80,8 +96,10 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
   }
   if (PQntuples(r.get()) == 0) throw TopicNotFound(operation, name);
   TopicInfo topic = ParseTopic(r.get(), 0);
-  CheckTopicVersion(operation, topic, r.get(), 3);
-  if (lock_timeout != nullptr) *lock_timeout = pg::Text(r.get(), 0, 5);
+  CheckTopicVersion(operation, topic, r.get(), kTopicColumnCount);
+  if (lock_timeout != nullptr) {
+    *lock_timeout = pg::Text(r.get(), 0, kTopicColumnCount + 2);
+  }
   return topic;
 }
 
@@ -90,13 +108,17 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
   constexpr const char* kOp = "Register";
   ValidateTopicName(kOp, name);
   if (config.headless_ttl) ValidateHeadlessTtl(kOp, *config.headless_ttl);
+  if (config.retention) {
+    ValidateRetention(kOp, "retention", *config.retention);
+  }
+  if (config.tombstone_retention) {
+    ValidateRetention(kOp, "tombstone_retention", *config.tombstone_retention);
+  }
   // One statement, for every caller: register_topic (sql/system_v1.sql)
   // upserts the row, creates a new topic's tables, grants the shipped roles
   // and notifies, as the schema's owner, so a role allowed to execute it
   // registers without any DDL privilege of its own. An unset field is
   // NULL: a new topic gets the default, an existing one keeps its value.
-  std::optional<std::int64_t> headless_ttl_ms;
-  if (config.headless_ttl) headless_ttl_ms = config.headless_ttl->count();
   pg::Result r = WithConnection(core, kOp, [&](pg::Session s) {
     // The installed register_topic is the system baseline's: one of another
     // build could treat the settings differently, so check it first.
@@ -104,16 +126,21 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
     try {
       return pg::Exec(
           s, kOp,
-          "SELECT id, name, headless_ttl_ms, inserted, version, fingerprint "
-              "FROM " +
-              core.schema() + ".register_topic($1::text, $2::bigint)",
-          pg::Params().Add(name).Add(headless_ttl_ms));
+          std::string("SELECT ") + kTopicColumns +
+              ", t.version, t.fingerprint FROM " + core.schema() +
+              ".register_topic($1::text, $2::bigint, $3::bigint, "
+              "$4::bigint) t",
+          pg::Params()
+              .Add(name)
+              .Add(Millis(config.headless_ttl))
+              .Add(Millis(config.retention))
+              .Add(Millis(config.tombstone_retention)));
     } catch (const DatabaseError& e) {
       RethrowSchemaMissing(core, kOp, e);
     }
   });
   TopicInfo topic = ParseTopic(r.get(), 0);
-  CheckTopicVersion(kOp, topic, r.get(), 4);
+  CheckTopicVersion(kOp, topic, r.get(), kTopicColumnCount);
   core.CacheTopic(topic);
   return topic;
 }
@@ -161,8 +188,8 @@ std::vector<TopicInfo> Client::ListTopics() const {
     pg::Result r;
     try {
       r = pg::Exec(s, "ListTopics",
-                   "SELECT id, name, headless_ttl_ms FROM " + core_->schema() +
-                       ".topic ORDER BY name");
+                   std::string("SELECT ") + detail::kTopicColumns + " FROM " +
+                       core_->schema() + ".topic t ORDER BY t.name");
     } catch (const DatabaseError& e) {
       detail::RethrowSchemaMissing(*core_, "ListTopics", e);
     }

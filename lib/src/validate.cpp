@@ -78,6 +78,18 @@ void ValidateTtl(const char* operation, const char* what,
   }
 }
 
+void ValidateRetention(const char* operation, const char* what,
+                       std::chrono::milliseconds retention) {
+  if (retention == kKeepForever) return;
+  if (retention.count() < 0 || retention > kMaxTtl) {
+    throw InvalidArgument(operation,
+                          std::string(what) + " must be in 0.." +
+                              std::to_string(kMaxTtl.count()) +
+                              " ms (36500 days) or kKeepForever, got " +
+                              std::to_string(retention.count()) + " ms");
+  }
+}
+
 void ValidateServerTimeout(const char* operation, const char* what,
                            std::chrono::milliseconds timeout) {
   constexpr std::int64_t kMaxMs = std::numeric_limits<int>::max();

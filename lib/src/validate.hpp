@@ -18,6 +18,9 @@ inline constexpr int kMaxPageSize = 10000;
 void ValidateTopicName(const char* operation, const std::string& name);
 void ValidateMessageKey(const char* operation, const std::string& key);
 void ValidateHeadlessTtl(const char* operation, std::chrono::milliseconds ttl);
+// 0..kMaxTtl or kKeepForever, else InvalidArgument naming `what`.
+void ValidateRetention(const char* operation, const char* what,
+                       std::chrono::milliseconds retention);
 // A positive duration of at most kMaxTtl, else InvalidArgument naming `what`.
 void ValidateTtl(const char* operation, const char* what,
                  std::chrono::milliseconds ttl);

@@ -817,7 +817,9 @@ std::string Fmt(double v, int prec = 0) {
 void Bench::JanitorSection() {
   const std::string topic = "jan";
   Client client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-janitor"});
-  client.Topic<Counter>(topic).Register(compaction::TopicConfig{std::chrono::minutes(1)});
+  compaction::TopicConfig config;
+  config.headless_ttl = std::chrono::minutes(1);
+  client.Topic<Counter>(topic).Register(config);
   const long n = o_.janitor_rows;
   janitor_md_.push_back("Sweep of " + std::to_string(n) +
                         " expired headless rows (idle_since spread over 10 minutes, random heap order, "

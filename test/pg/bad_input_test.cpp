@@ -70,19 +70,19 @@ TEST_CASE("bad topic names and TTLs are rejected before any write") {
     CHECK_THROWS_AS(db.client().Topic<Counter>(name).Register(), InvalidArgument);
     CHECK_THROWS_AS(db.client().Topic<Counter>(name).Key("k").CompactionHead(), InvalidArgument);
   }
-  CHECK_THROWS_WITH(db.client().Topic<Counter>("ok").Register(TopicConfig{std::chrono::milliseconds(0)}),
+  CHECK_THROWS_WITH(db.client().Topic<Counter>("ok").Register(testing::Ttl(std::chrono::milliseconds(0))),
                     Catch::Contains("headless_ttl must be in 1.."));
-  CHECK_THROWS_AS(db.client().Topic<Counter>("ok").Register(TopicConfig{std::chrono::milliseconds(-1)}),
+  CHECK_THROWS_AS(db.client().Topic<Counter>("ok").Register(testing::Ttl(std::chrono::milliseconds(-1))),
                   InvalidArgument);
   // Far beyond any real TTL: today's clock plus it would overflow a
   // timestamp (SQLSTATE 22008 in every sweep), so it is refused up front.
   CHECK_THROWS_WITH(
-      db.client().Topic<Counter>("ok").Register(TopicConfig{std::chrono::hours(24) * 1000000000}),
+      db.client().Topic<Counter>("ok").Register(testing::Ttl(std::chrono::hours(24) * 1000000000)),
       Catch::Contains("headless_ttl must be in 1..") && Catch::Contains("36500 days"));
-  CHECK_THROWS_AS(db.client().Topic<Counter>("ok").Register(TopicConfig{compaction::kMaxTtl + std::chrono::milliseconds(1)}),
+  CHECK_THROWS_AS(db.client().Topic<Counter>("ok").Register(testing::Ttl(compaction::kMaxTtl + std::chrono::milliseconds(1))),
                   InvalidArgument);
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".topic") == 0);
-  CHECK_NOTHROW(db.client().Topic<Counter>("ok-max").Register(TopicConfig{compaction::kMaxTtl}));
+  CHECK_NOTHROW(db.client().Topic<Counter>("ok-max").Register(testing::Ttl(compaction::kMaxTtl)));
 }
 
 TEST_CASE("a compacted produce without a key and non-positive limits are rejected") {

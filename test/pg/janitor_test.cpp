@@ -155,13 +155,13 @@ TEST_CASE("the sweep removes an expired lock-only row and keeps the rest") {
 TEST_CASE("the cutoff follows the topic's current TTL") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("cutoff");
-  topic.Register(TopicConfig{std::chrono::hours(3)});
+  topic.Register(testing::Ttl(std::chrono::hours(3)));
   const std::string table = db.HeadTable("cutoff");
   InsertHeadless(db.raw(), table, "two-hours-", 3, "2 hours");
   InsertHeadless(db.raw(), table, "four-hours-", 2, "4 hours");
   Janitor janitor(db.client());
   CHECK(janitor.SweepHeadless("cutoff").deleted == 2);
-  topic.Register(TopicConfig{std::chrono::hours(1)});  // newest TTL wins
+  topic.Register(testing::Ttl(std::chrono::hours(1)));  // newest TTL wins
   CHECK(janitor.SweepHeadless("cutoff").deleted == 3);
   CHECK(db.raw().Int("SELECT count(*) FROM " + table) == 0);
 }
@@ -295,7 +295,7 @@ TEST_CASE("janitor first vs a plain Produce") {
 TEST_CASE("a TTL change while a sweep runs applies from the next batch") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("ttl-change");
-  topic.Register(TopicConfig{.headless_ttl = std::chrono::hours(1)});
+  topic.Register(testing::Ttl(std::chrono::hours(1)));
   const std::string table = db.HeadTable("ttl-change");
   InsertHeadless(db.raw(), table, "a-", 3, "2 hours");
   DeleteGate gate(db, table);
@@ -310,7 +310,7 @@ TEST_CASE("a TTL change while a sweep runs applies from the next batch") {
   // The first batch picked its row under the 1 h TTL and waits.
   REQUIRE(testing::WaitForLockWait(db.raw(), kSweepMarker, db.schema()));
   auto reregister = std::async(std::launch::async, [&] {
-    topic.Register(TopicConfig{.headless_ttl = std::chrono::hours(3)});
+    topic.Register(testing::Ttl(std::chrono::hours(3)));
   });
   // Registration must not wait for the batch; bounded so a regression
   // fails instead of hanging on the closed gate.
@@ -369,7 +369,7 @@ TEST_CASE(
   LiveDb db;
   auto client = db.NewClient(10);
   auto topic = client.Topic<Counter>("stress");
-  topic.Register(TopicConfig{1ms});
+  topic.Register(testing::Ttl(1ms));
   auto producer = topic.RegisterProducer();
   const std::string table = db.HeadTable("stress");
   constexpr int kKeys = 50;

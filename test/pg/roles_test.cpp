@@ -83,7 +83,7 @@ TEST_CASE("roles: everything in the schema belongs to the owner role") {
   CHECK(f.db.raw().Value("SELECT nspowner::regrole::text FROM pg_namespace "
                          "WHERE nspname = $1",
                          {f.db.schema()}) == owner);
-  // 3 system tables and 2 per topic, "early" and "late"; indexes and
+  // 4 system tables and 2 per topic, "early" and "late"; indexes and
   // identity sequences follow their tables.
   CHECK(f.db.raw().Int("SELECT count(*) FROM pg_class c JOIN pg_namespace n "
                        "ON n.oid = c.relnamespace WHERE n.nspname = $1 AND "
@@ -94,7 +94,7 @@ TEST_CASE("roles: everything in the schema belongs to the owner role") {
                        {f.db.schema()}));
   CHECK(f.db.raw().Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1 "
                        "AND tableowner = $2",
-                       {f.db.schema(), owner}) == 7);
+                       {f.db.schema(), owner}) == 8);
   // register_topic runs as the owner, with a pinned search_path.
   auto fn = f.db.raw().Query(
       "SELECT p.proowner::regrole::text, p.prosecdef, p.proconfig::text "
@@ -116,7 +116,7 @@ TEST_CASE("roles: the application role reads, locks, produces and registers") {
   auto topic = app.Topic<Counter>("fresh");
   const auto info = topic.Register();
   CHECK(info.name == "fresh");
-  CHECK(topic.Register(compaction::TopicConfig{std::chrono::minutes(5)})
+  CHECK(topic.Register(testing::Ttl(std::chrono::minutes(5)))
             .headless_ttl == std::chrono::minutes(5));
   for (const char* name : {"fresh", "early"}) {
     INFO(name);
@@ -161,12 +161,14 @@ TEST_CASE("roles: the application role reads, locks, produces and registers") {
         "23514");
   // What the function itself refuses: the table's CHECKs hold for it too.
   CHECK(raw.TryExec("SELECT * FROM " + schema +
-                  ".register_topic('Bad Name', 1000)") == "23514");
-  CHECK(raw.TryExec("SELECT * FROM " + schema + ".register_topic('ok', 0)") ==
-        "23514");
+                  ".register_topic('Bad Name', 1000, NULL, NULL)") == "23514");
+  CHECK(raw.TryExec("SELECT * FROM " + schema +
+                    ".register_topic('ok', 0, NULL, NULL)") == "23514");
+  CHECK(raw.TryExec("SELECT * FROM " + schema +
+                    ".register_topic('ok', NULL, -1, NULL)") == "23514");
 }
 
-TEST_CASE("roles: the janitor role sweeps but cannot drop, truncate or update heads") {
+TEST_CASE("roles: the janitor role sweeps and cleans but cannot drop, truncate or rewrite") {
   RoleFixture f;
   const std::string head = f.db.HeadTable("early");
   testing::InsertHeadless(f.db.raw(), head, "old", 5);
@@ -186,25 +188,67 @@ TEST_CASE("roles: the janitor role sweeps but cannot drop, truncate or update he
   const std::string schema = f.db.QuotedSchema();
   for (const std::string& sql :
        {"DROP TABLE " + head, "DROP TABLE " + message, "TRUNCATE " + head,
-        "TRUNCATE " + message, "UPDATE " + head + " SET head_id = 1",
-        "UPDATE " + head + " SET schema_version = 1",
-        "UPDATE " + head + " SET compaction_rank = 1",
-        "UPDATE " + head + " SET updated_at = now()",
-        "UPDATE " + head + " SET message_key = 'x'",
+        "TRUNCATE " + message, "UPDATE " + head + " SET message_key = 'x'",
+        "UPDATE " + head + " SET created_at = now()",
         "SELECT * FROM " + message,
+        "SELECT schema_version FROM " + message,
+        "INSERT INTO " + message + " (schema_version, payload) VALUES (1, "
+                                   "'{}')",
+        "UPDATE " + message + " SET message_key = 'x'",
         "INSERT INTO " + head + " (message_key, created_at, updated_at, "
                                 "idle_since) VALUES ('n', now(), now(), now())",
-        "DELETE FROM " + message, "DELETE FROM " + schema + ".topic",
+        "DELETE FROM " + schema + ".topic",
         "UPDATE " + schema + ".topic SET headless_ttl_ms = 1",
         "UPDATE " + schema + ".janitor_state SET topic_id = 0",
+        "UPDATE " + schema + ".log_cleaner_state SET topic_id = 0",
         "CREATE TABLE " + schema + ".mine (x int)",
-        "SELECT * FROM " + schema + ".register_topic('x', 1000)"}) {
+        "SELECT * FROM " + schema +
+            ".register_topic('x', 1000, NULL, NULL)"}) {
     INFO(sql);
     CHECK(raw.TryExec(sql) == kInsufficientPrivilege);
   }
-  // The lock-only grant it has changes nothing: its CHECK pins idle_since.
-  CHECK(raw.TryExec("UPDATE " + head + " SET idle_since = now() - interval "
-                  "'1 day'") == "23514");
+  // The grants the cleaner's steps need change nothing on their own: the
+  // head table's CHECKs pin idle_since and the head columns together, and
+  // stored messages are immutable (the lock grant on created_at).
+  for (const std::string& sql :
+       {"UPDATE " + head + " SET idle_since = now() - interval '1 day'",
+        "UPDATE " + head + " SET head_id = 1",
+        "UPDATE " + head + " SET updated_at = now() - interval '1 day'"}) {
+    INFO(sql);
+    CHECK(raw.TryExec(sql) == "23514");
+  }
+  f.db.client().Topic<Counter>("early").RegisterProducer().Produce(Counter{1});
+  CHECK(raw.TryExec("UPDATE " + message + " SET created_at = now()") ==
+        "23514");
+}
+
+TEST_CASE("roles: the janitor role runs the log cleaner, the app role produces tombstones") {
+  RoleFixture f;
+  auto app = f.ClientAs("app");
+  auto topic = app.Topic<Counter>("log");
+  compaction::TopicConfig config;
+  config.retention = std::chrono::milliseconds(0);
+  config.tombstone_retention = std::chrono::milliseconds(0);
+  topic.Register(config);
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, testing::Compacted("k"));
+  producer.Produce(Counter{2}, testing::Compacted("k"));
+  producer.ProduceTombstone("gone");
+  auto janitor_client = f.ClientAs("janitor");
+  compaction::Janitor janitor(janitor_client);
+  const compaction::CompactResult r = janitor.CompactLog("log");
+  CHECK(r.deleted_messages == 2);
+  CHECK(r.tombstones_expired == 1);
+  CHECK(topic.Key("k").CompactionHead()->message.value == 2);
+  // The monitor role sees the cleaner's figures.
+  const compaction::TopicStats stats = f.ClientAs("monitor").Stats("log");
+  CHECK(stats.cleaner.total_deleted_rows == 2);
+  CHECK(stats.total_tombstones_expired == 1);
+  CHECK(stats.cleaner.last_error.empty());
+  // The app role cannot clean.
+  compaction::Janitor not_janitor(app);
+  CHECK(SqlStateOf([&] { not_janitor.CompactLog("log"); }) ==
+        kInsufficientPrivilege);
 }
 
 TEST_CASE("roles: the monitor role reads stats and nothing else") {

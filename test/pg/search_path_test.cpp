@@ -59,7 +59,7 @@ class TrapDb {
 void ExerciseLibrary(Client& client) {
   client.InstallSchema();
   auto topic = client.Topic<Counter>("trapped");
-  topic.Register(TopicConfig{1ms});
+  topic.Register(testing::Ttl(1ms));
   auto producer = topic.RegisterProducer();
   producer.Produce(Counter{1}, {});
   producer.Produce(Counter{2}, {"plain", std::nullopt});

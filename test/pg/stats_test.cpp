@@ -164,8 +164,8 @@ TEST_CASE("ListTopicStats lists every topic with its TTL and stats", "[stats]") 
   LiveDb db;
   auto a = db.client().Topic<Counter>("list-a");
   auto b = db.client().Topic<Counter>("list-b");
-  a.Register(TopicConfig{30min});
-  b.Register(TopicConfig{2h});
+  a.Register(testing::Ttl(30min));
+  b.Register(testing::Ttl(2h));
   db.client().InTransaction([&](Tx& tx) {
     a.Key("x").LockCompactionHead(tx);
     a.Key("y").LockCompactionHead(tx);

@@ -15,7 +15,7 @@ TEST_CASE("registering is idempotent and the newest TTL wins") {
   auto topic = db.client().Topic<Counter>("orders");
   auto first = topic.Register();
   CHECK(first.headless_ttl == std::chrono::hours(1));  // the default
-  auto again = topic.Register(TopicConfig{std::chrono::minutes(5)});
+  auto again = topic.Register(testing::Ttl(std::chrono::minutes(5)));
   CHECK(again.id == first.id);
   CHECK(again.headless_ttl == std::chrono::minutes(5));
   CHECK(db.raw().Int("SELECT headless_ttl_ms FROM " + db.QuotedSchema() +
@@ -31,21 +31,21 @@ TEST_CASE("Register() without settings keeps what an operator set") {
   const std::string ttl_sql =
       "SELECT headless_ttl_ms FROM " + db.QuotedSchema() + ".topic WHERE name = 'tuned'";
   // The operator (`compactiond topic register tuned --headless-ttl 30m`).
-  db.NewClient(1).Topic<Counter>("tuned").Register(TopicConfig{std::chrono::minutes(30)});
+  db.NewClient(1).Topic<Counter>("tuned").Register(testing::Ttl(std::chrono::minutes(30)));
   // The application registers at every start, as the README shows.
   auto topic = db.client().Topic<Counter>("tuned");
   CHECK(topic.Register().headless_ttl == std::chrono::minutes(30));
   CHECK(topic.Register(TopicConfig{}).headless_ttl == std::chrono::minutes(30));
   CHECK(db.raw().Int(ttl_sql) == 1800000);
   // A set field still updates the topic.
-  CHECK(topic.Register({.headless_ttl = std::chrono::minutes(5)}).headless_ttl ==
+  CHECK(topic.Register(testing::Ttl(std::chrono::minutes(5))).headless_ttl ==
         std::chrono::minutes(5));
   CHECK(db.raw().Int(ttl_sql) == 300000);
   CHECK(topic.Register().headless_ttl == std::chrono::minutes(5));
   // A new topic registered without settings gets the default.
   CHECK(db.client().Topic<Counter>("fresh").Register().headless_ttl == std::chrono::hours(1));
   // A set field is validated before any write.
-  CHECK_THROWS_AS(topic.Register({.headless_ttl = std::chrono::milliseconds(0)}),
+  CHECK_THROWS_AS(topic.Register(testing::Ttl(std::chrono::milliseconds(0))),
                   compaction::InvalidArgument);
   CHECK(db.raw().Int(ttl_sql) == 300000);
 }
@@ -69,7 +69,7 @@ TEST_CASE("Destroy removes the topic and its tables") {
   const auto info = topic.Register();
   topic.RegisterProducer().Produce(Counter{1}, {"k", compaction::CompactionOptions{}});
   topic.Destroy();
-  CHECK(db.raw().Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1", {db.schema()}) == 3);
+  CHECK(db.raw().Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1", {db.schema()}) == 4);
   CHECK_THROWS_AS(topic.Key("k").CompactionHead(), compaction::TopicNotFound);
   CHECK_THROWS_AS(topic.Destroy(), compaction::TopicNotFound);
   // Registered again it starts empty under a new id; cached ids are refreshed.

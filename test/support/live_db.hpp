@@ -94,6 +94,13 @@ bool WaitForLockWait(RawConn& observer, const std::string& marker,
                      const std::string& schema,
                      std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+// A TopicConfig that sets only the headless TTL.
+inline compaction::TopicConfig Ttl(std::chrono::milliseconds ttl) {
+  compaction::TopicConfig config;
+  config.headless_ttl = ttl;
+  return config;
+}
+
 // Options of a compacted produce of `key`.
 inline compaction::ProduceOptions Compacted(const std::string& key,
                                             std::int64_t rank = 0) {

@@ -74,12 +74,27 @@ struct SweepResult {
   bool lost_claim = false;
 };
 
+// What one CompactLog pass did. The claim fields mean what SweepResult's do.
+struct CompactResult {
+  // Messages removed: superseded or lost versions, unkeyed and
+  // non-compacted messages past the topic's retention, expired tombstones.
+  std::int64_t deleted_messages = 0;
+  // Keys whose tombstone head expired: their rows turned headless.
+  std::int64_t tombstones_expired = 0;
+  int batches = 0;
+  bool stopped_at_limit = false;
+  bool skipped = false;
+  std::string claimed_by;
+  bool cancelled = false;
+  bool lost_claim = false;
+};
+
 class Janitor {
  public:
   explicit Janitor(Client& client);
   ~Janitor();
 
-  // Sweeps one topic. Throws InvalidArgument (bad name or options, before
+  // Sweeps one topic's expired headless rows. Throws InvalidArgument (bad name or options, before
   // any I/O), TopicNotFound, or the error of the failing batch, whose
   // DatabaseError is recorded in janitor_state.last_error. Each sweep that
   // took the claim records its start, finish and rows deleted; a success
@@ -87,6 +102,18 @@ class Janitor {
   // last_error to "cancelled".
   SweepResult SweepHeadless(const std::string& topic_name,
                             const SweepOptions& options = {});
+
+  // The log cleaner: one pass over a topic's log, in batches paced,
+  // bounded and cancelled like SweepHeadless (same options, its own claim
+  // and bookkeeping in log_cleaner_state). Removes every message that is
+  // not its key's head and is older than the topic's retention, never a
+  // head's message; expires tombstone heads older than the topic's
+  // tombstone_retention (deletes the tombstone, turns the key's row
+  // headless) under FOR UPDATE SKIP LOCKED, so it never waits on a locked
+  // key. A pass costs what it deletes plus what was written since the
+  // cleaner's position, not the log's size. Same errors as SweepHeadless.
+  CompactResult CompactLog(const std::string& topic_name,
+                           const SweepOptions& options = {});
 
   // Stops the sweep in flight: cancels its running statement (PQcancel),
   // whose batch rolls back, or ends its batch_pause, and starts no further

@@ -25,7 +25,10 @@ inline constexpr int kMaxSchemaVersion = 1000000;
 
 struct RawMessage {
   int schema_version = 1;
-  nlohmann::json payload;
+  nlohmann::json payload;  // null for a tombstone
+  // A tombstone (stored payload SQL NULL): once its key's head, the key has
+  // no value. Reads of RawMessage history show them; typed reads skip them.
+  bool tombstone = false;
   bool operator==(const RawMessage&) const = default;
 };
 

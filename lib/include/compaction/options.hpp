@@ -34,6 +34,11 @@ struct ClientOptions {
 inline constexpr std::chrono::milliseconds kMaxTtl =
     std::chrono::hours(24 * 36500);
 
+// A retention that keeps messages forever (the log only grows, as before
+// log compaction existed). Stored as the largest bigint.
+inline constexpr std::chrono::milliseconds kKeepForever =
+    std::chrono::milliseconds::max();
+
 // What Register sets. Every field is optional: unset, a new topic gets the
 // default and an existing topic keeps its current value, so an application
 // calling Register() at every start never resets what an operator set; a
@@ -42,12 +47,24 @@ struct TopicConfig {
   // How long a headless (lock-only) row may stay untouched before the
   // janitor may delete it. Positive and at most kMaxTtl; default 1 h.
   std::optional<std::chrono::milliseconds> headless_ttl;
+  // How long a message that is not its key's current head is kept (by its
+  // created_at, on the server's clock) before the log cleaner may delete
+  // it: superseded versions, versions that lost on arrival, messages
+  // produced without compaction or without a key. A head is never removed
+  // by retention. 0 (removed at the cleaner's next pass) to kMaxTtl, or
+  // kKeepForever; default 7 days.
+  std::optional<std::chrono::milliseconds> retention;
+  // How long a tombstone that is its key's head is kept; then the cleaner
+  // deletes it and the key's row turns headless. Same bounds; default 1 day.
+  std::optional<std::chrono::milliseconds> tombstone_retention;
 };
 
 struct TopicInfo {
   std::int64_t id = 0;
   std::string name;
   std::chrono::milliseconds headless_ttl{0};
+  std::chrono::milliseconds retention{0};
+  std::chrono::milliseconds tombstone_retention{0};
 };
 
 struct ListOptions {

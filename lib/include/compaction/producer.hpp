@@ -11,7 +11,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <concepts>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "compaction/detail/entry_points.hpp"
@@ -46,6 +48,45 @@ class Producer {
                  options);
   }
 
+  // Appends a tombstone for `message_key` in its own transaction: a
+  // message without a payload that competes for the key's head by the same
+  // winner rule (at M's kSchemaVersion and options.rank). Once it is the
+  // head, the key has no value: CompactionHead and LockCompactionHead
+  // return nullopt, listings skip it. A later produce that wins revives the
+  // key; after the topic's tombstone_retention the log cleaner removes the
+  // tombstone and the key's row turns headless. Errors as Produce.
+  ProduceResult ProduceTombstone(std::string message_key,
+                                 CompactionOptions options = {})
+    requires TypedMessage<M>
+  {
+    return ProduceTombstoneAt(M::kSchemaVersion, std::move(message_key),
+                              options, nullptr);
+  }
+  ProduceResult ProduceTombstoneInTx(Tx& tx, std::string message_key,
+                                     CompactionOptions options = {})
+    requires TypedMessage<M>
+  {
+    return ProduceTombstoneAt(M::kSchemaVersion, std::move(message_key),
+                              options, &tx);
+  }
+  // RawMessage has no schema version of its own: the caller names it (a
+  // tombstone must rank at or above the key's head to win).
+  ProduceResult ProduceTombstone(std::string message_key,
+                                 CompactionOptions options, int schema_version)
+    requires std::same_as<M, RawMessage>
+  {
+    return ProduceTombstoneAt(schema_version, std::move(message_key), options,
+                              nullptr);
+  }
+  ProduceResult ProduceTombstoneInTx(Tx& tx, std::string message_key,
+                                     CompactionOptions options,
+                                     int schema_version)
+    requires std::same_as<M, RawMessage>
+  {
+    return ProduceTombstoneAt(schema_version, std::move(message_key), options,
+                              &tx);
+  }
+
   // The topic as it was when this producer was registered.
   const TopicInfo& topic() const { return topic_; }
 
@@ -54,6 +95,21 @@ class Producer {
 
   Producer(std::shared_ptr<detail::ClientCore> core, TopicInfo topic)
       : core_(std::move(core)), topic_(std::move(topic)) {}
+
+  ProduceResult ProduceTombstoneAt(int schema_version, std::string key,
+                                   CompactionOptions compaction, Tx* tx) {
+    const detail::Outgoing tombstone{schema_version, std::string(), true};
+    ProduceOptions options;
+    options.message_key = std::move(key);
+    options.compaction = compaction;
+    if (tx == nullptr) {
+      return Count(
+          detail::Produce(*core_, topic_.name, tombstone, options), options);
+    }
+    return Count(
+        detail::ProduceInTx(*core_, *tx, topic_.name, tombstone, options),
+        options);
+  }
 
   static detail::Outgoing Encode(const M& message) {
     return detail::Outgoing{

@@ -53,6 +53,23 @@ struct TopicStats {
   std::int64_t estimated_head_rows = 0;
   JanitorState janitor;
   bool headless_rows_estimated = false;  // see headless_rows
+
+  // The log and its cleaner (Janitor::CompactLog).
+  // Planner estimate of the messages in the log: the message table's tuple
+  // density at its last (auto)ANALYZE or VACUUM times its current size.
+  std::int64_t estimated_messages = 0;
+  // Keys whose head is a tombstone, as the cleaner's last pass counted them
+  // (at most 100,000 are counted).
+  std::int64_t tombstoned_keys = 0;
+  // How far behind its retention cutoff the cleaner is: how long ago the
+  // oldest message it has not yet examined fell out of the topic's
+  // retention (with no such message: how long since its last batch minus
+  // the retention). 0 when caught up, and always 0 with kKeepForever.
+  std::chrono::milliseconds cleaner_lag{0};
+  // The cleaner's passes; its deleted rows are messages.
+  JanitorState cleaner;
+  std::int64_t last_tombstones_expired = 0;   // by its last pass
+  std::int64_t total_tombstones_expired = 0;  // by every pass
 };
 
 struct TopicOverview {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,7 +29,8 @@ template <Message M>
 class KeyHandle {
  public:
   // Plain read outside any transaction: the key's materialized head, or
-  // nullopt when the key has none (absent or headless).
+  // nullopt when the key has no value (absent, headless, or its head is a
+  // tombstone).
   std::optional<StoredMessage<M>> CompactionHead() const {
     return Decode("CompactionHead",
                   detail::ReadHead(*core_, topic_, message_key_));
@@ -37,7 +39,8 @@ class KeyHandle {
   // Ensures and locks the key's compaction-head row FOR UPDATE inside `tx`
   // (the topic is resolved through `tx` too), creating a headless row when
   // the key has none. Returns the head message, or nullopt for a headless
-  // row. The lock is held until `tx` ends; produce the next value with
+  // row or a key whose head is a tombstone (the row is locked all the
+  // same). The lock is held until `tx` ends; produce the next value with
   // Producer::ProduceInTx on the same `tx`.
   std::optional<StoredMessage<M>> LockCompactionHead(
       Tx& tx, const LockOptions& options = {}) const {
@@ -45,10 +48,15 @@ class KeyHandle {
                   detail::LockHead(*core_, tx, topic_, message_key_, options));
   }
 
-  // The key's messages, newest first, superseded ones included.
+  // The key's messages still in the log, newest first, superseded ones
+  // included (the log cleaner removes them after the topic's retention).
+  // Tombstones are skipped, except for RawMessage, which shows them with
+  // `tombstone` set.
   std::vector<StoredMessage<M>> Messages(int limit) const {
     std::vector<StoredMessage<M>> out;
-    for (auto& raw : detail::KeyMessages(*core_, topic_, message_key_, limit)) {
+    for (auto& raw :
+         detail::KeyMessages(*core_, topic_, message_key_, limit,
+                             std::is_same_v<M, RawMessage>)) {
       out.push_back(detail::DecodeStored<M>("Messages", std::move(raw)));
     }
     return out;
@@ -100,7 +108,8 @@ class TopicHandle {
     return Producer<M>(core_, detail::FindTopic(*core_, name_));
   }
 
-  // Materialized heads in message_key order, after options.after_key.
+  // Heads with a value (neither headless nor a tombstone) in message_key
+  // order, after options.after_key.
   std::vector<StoredMessage<M>> ListCompactionHeads(
       const ListOptions& options = {}) const {
     std::vector<StoredMessage<M>> out;

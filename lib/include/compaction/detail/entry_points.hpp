@@ -23,6 +23,7 @@ class ClientCore;  // connection pool, schema name, topic-id cache
 struct Outgoing {
   int schema_version = 0;
   std::string payload_json;
+  bool tombstone = false;  // stores payload NULL; payload_json is unused
 };
 
 TopicInfo RegisterTopic(ClientCore& core, const std::string& topic,
@@ -38,8 +39,10 @@ std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
                                   const std::string& topic,
                                   const std::string& key,
                                   const LockOptions& options);
+// Newest first; tombstones only when `with_tombstones` (RawMessage reads).
 std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
-                                   const std::string& key, int limit);
+                                   const std::string& key, int limit,
+                                   bool with_tombstones);
 std::vector<RawStored> ListHeads(ClientCore& core, const std::string& topic,
                                  const ListOptions& options);
 

@@ -1,0 +1,659 @@
+// Log compaction against a live database: retention, tombstones and
+// Janitor::CompactLog. Races force their ordering inside the database (a
+// trigger that waits on a gate table the test holds, observed through
+// pg_stat_activity), never by sleeping.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "live_db.hpp"
+
+using compaction::CompactionOptions;
+using compaction::CompactResult;
+using compaction::Janitor;
+using compaction::kKeepForever;
+using compaction::ProduceOptions;
+using compaction::RawMessage;
+using compaction::TopicConfig;
+using compaction::Tx;
+using testing::Compacted;
+using testing::Counter;
+using testing::Increment;
+using testing::LiveDb;
+using testing::RawConn;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kCleanerMarker = "compaction:CompactLog";
+constexpr const char* kLockMarker = "compaction:LockCompactionHead";
+
+// Retention 0 for messages and tombstones: everything the cleaner may
+// remove goes at its next pass.
+TopicConfig Immediate() {
+  TopicConfig config;
+  config.retention = 0ms;
+  config.tombstone_retention = 0ms;
+  return config;
+}
+
+// Pauses statements inside the database: a BEFORE `event` row trigger on
+// `table` (only for rows matching `when`, a trigger WHEN condition) locks a
+// gate table that the test holds while closed, so the statement waits on
+// 'Lock' until Open().
+class TriggerGate {
+ public:
+  TriggerGate(LiveDb& db, const std::string& table, const std::string& event,
+              const std::string& when = "true")
+      : gate_(db.QuotedSchema() + ".gate") {
+    const std::string fn = db.QuotedSchema() + ".gate_wait";
+    db.raw().Query("CREATE TABLE " + gate_ + " ()");
+    db.raw().Query("CREATE FUNCTION " + fn +
+                   "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                   "LOCK TABLE " + gate_ +
+                   " IN ACCESS SHARE MODE; IF TG_OP = 'DELETE' THEN RETURN "
+                   "OLD; END IF; RETURN NEW; END $$");
+    db.raw().Query("CREATE TRIGGER gate BEFORE " + event + " ON " + table +
+                   " FOR EACH ROW WHEN (" + when + ") EXECUTE FUNCTION " + fn +
+                   "()");
+  }
+  void Close() {
+    holder_.Query("BEGIN");
+    holder_.Query("LOCK TABLE " + gate_ + " IN ACCESS EXCLUSIVE MODE");
+  }
+  void Open() { holder_.Query("COMMIT"); }
+
+ private:
+  std::string gate_;
+  RawConn holder_;
+};
+
+std::int64_t Count(RawConn& raw, const std::string& table,
+                   const std::string& where = "true") {
+  return raw.Int("SELECT count(*) FROM " + table + " WHERE " + where);
+}
+
+// Heads whose message is gone: the invariant says none, ever.
+std::int64_t DanglingHeads(LiveDb& db, const std::string& topic) {
+  return db.raw().Int("SELECT count(*) FROM " + db.HeadTable(topic) +
+                      " h WHERE h.head_id IS NOT NULL AND NOT EXISTS (SELECT 1 "
+                      "FROM " + db.MessageTable(topic) +
+                      " m WHERE m.id = h.head_id)");
+}
+
+bool MessageExists(LiveDb& db, const std::string& topic, std::int64_t id) {
+  return Count(db.raw(), db.MessageTable(topic),
+               "id = " + std::to_string(id)) == 1;
+}
+
+// Runs passes until one finds nothing to do (at most `passes`).
+void CompactUntilIdle(Janitor& janitor, const std::string& topic,
+                      int passes = 5) {
+  for (int i = 0; i < passes; ++i) {
+    const CompactResult r = janitor.CompactLog(topic);
+    if (r.deleted_messages == 0 && r.tombstones_expired == 0) return;
+  }
+}
+
+// A pass on another thread; the future fails the test if it does not end.
+std::future<CompactResult> CompactAsync(Janitor& janitor,
+                                        const std::string& topic) {
+  return std::async(std::launch::async,
+                    [&janitor, topic] { return janitor.CompactLog(topic); });
+}
+
+}  // namespace
+
+TEST_CASE("retention 0 removes every message but the heads") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("r0");
+  const compaction::TopicInfo info = topic.Register(Immediate());
+  CHECK(info.retention == 0ms);
+  CHECK(info.tombstone_retention == 0ms);
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("a"));                 // superseded
+  const auto head = producer.Produce(Counter{2}, Compacted("a"));
+  const auto lost = producer.Produce(Counter{3}, Compacted("a", -1));
+  CHECK_FALSE(lost.head_advanced);                              // lost on arrival
+  producer.Produce(Counter{4}, ProduceOptions{"a", std::nullopt});  // keyed, not compacted
+  producer.Produce(Counter{5});                                 // no key
+  const auto other = producer.Produce(Counter{6}, Compacted("b"));
+
+  Janitor janitor(db.client());
+  const CompactResult r = janitor.CompactLog("r0");
+  CHECK(r.deleted_messages == 4);
+  CHECK(r.tombstones_expired == 0);
+  CHECK_FALSE(r.skipped);
+  CHECK_FALSE(r.stopped_at_limit);
+  CHECK(Count(db.raw(), db.MessageTable("r0")) == 2);
+  CHECK(MessageExists(db, "r0", head.id));
+  CHECK(MessageExists(db, "r0", other.id));
+  CHECK(topic.Key("a").CompactionHead()->message.value == 2);
+  CHECK(topic.Key("a").Messages(10).size() == 1);
+  CHECK(DanglingHeads(db, "r0") == 0);
+  // Bookkeeping, as the sweep's.
+  const compaction::TopicStats stats = topic.Stats();
+  CHECK(stats.cleaner.last_deleted_rows == 4);
+  CHECK(stats.cleaner.total_deleted_rows == 4);
+  CHECK(stats.cleaner.last_success_at.has_value());
+  CHECK(stats.cleaner.last_error.empty());
+  // Retention 0: the lag is the time since its last batch looked.
+  CHECK(stats.cleaner_lag < 5s);
+  // A second pass has nothing to do.
+  CHECK(janitor.CompactLog("r0").deleted_messages == 0);
+}
+
+TEST_CASE("kKeepForever and young messages stay") {
+  LiveDb db;
+  auto forever = db.client().Topic<Counter>("forever");
+  TopicConfig keep;
+  keep.retention = kKeepForever;
+  keep.tombstone_retention = kKeepForever;
+  CHECK(forever.Register(keep).retention == kKeepForever);
+  auto young = db.client().Topic<Counter>("young");
+  TopicConfig hour;
+  hour.retention = 1h;
+  hour.tombstone_retention = 1h;
+  young.Register(hour);
+  for (auto* t : {&forever, &young}) {
+    auto p = t->RegisterProducer();
+    p.Produce(Counter{1}, Compacted("a"));
+    p.Produce(Counter{2}, Compacted("a"));
+    p.Produce(Counter{3});
+    p.ProduceTombstone("b");
+  }
+  Janitor janitor(db.client());
+  for (const char* name : {"forever", "young"}) {
+    INFO(name);
+    const CompactResult r = janitor.CompactLog(name);
+    CHECK(r.deleted_messages == 0);
+    CHECK(r.tombstones_expired == 0);
+    CHECK(Count(db.raw(), db.MessageTable(name)) == 4);
+  }
+  CHECK(forever.Stats().cleaner_lag == 0ms);
+  // The young topic's messages age out once the retention shrinks.
+  young.Register(Immediate());
+  const CompactResult r = janitor.CompactLog("young");
+  CHECK(r.deleted_messages == 3);  // a's first version, the unkeyed, b's tombstone
+  CHECK(r.tombstones_expired == 1);
+  CHECK(Count(db.raw(), db.MessageTable("young")) == 1);
+}
+
+TEST_CASE("a tombstone head means no value until a later produce revives the key") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("tomb");
+  TopicConfig keep;
+  keep.retention = kKeepForever;
+  keep.tombstone_retention = kKeepForever;
+  topic.Register(keep);
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("k"));
+  producer.Produce(Counter{9}, Compacted("other"));
+  const auto tombstone = producer.ProduceTombstone("k");
+  CHECK(tombstone.head_advanced);
+  CHECK_FALSE(topic.Key("k").CompactionHead().has_value());
+  // Listed heads skip it; typed history skips it; raw history shows it.
+  const auto heads = topic.ListCompactionHeads();
+  REQUIRE(heads.size() == 1);
+  CHECK(heads[0].message_key == "other");
+  const auto typed = topic.Key("k").Messages(10);
+  REQUIRE(typed.size() == 1);
+  CHECK(typed[0].message.value == 1);
+  const auto raw = db.client().Topic<RawMessage>("tomb").Key("k").Messages(10);
+  REQUIRE(raw.size() == 2);
+  CHECK(raw[0].message.tombstone);
+  CHECK(raw[0].message.payload.is_null());
+  CHECK(raw[0].id == tombstone.id);
+  CHECK_FALSE(raw[1].message.tombstone);
+  // The lock still locks the row and says "no value".
+  db.client().InTransaction([&](Tx& tx) {
+    CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());
+    CHECK(db.raw().TryExec("SELECT 1 FROM " + db.HeadTable("tomb") +
+                           " WHERE message_key = 'k' FOR UPDATE NOWAIT") ==
+          "55P03");
+    producer.ProduceInTx(tx, Counter{2}, Compacted("k"));
+  });
+  CHECK(topic.Key("k").CompactionHead()->message.value == 2);
+  // A tombstone that ranks lower than the head loses like any message.
+  const auto low = producer.ProduceTombstone("k", CompactionOptions{-1});
+  CHECK_FALSE(low.head_advanced);
+  CHECK(topic.Key("k").CompactionHead()->message.value == 2);
+}
+
+TEST_CASE("an expired tombstone turns its key headless, then the janitor removes the row") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("expire");
+  TopicConfig config = Immediate();
+  config.headless_ttl = 1ms;
+  topic.Register(config);
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("k"));
+  producer.ProduceTombstone("k");
+  producer.ProduceTombstone("j");  // a key that never had a value
+
+  Janitor janitor(db.client());
+  const CompactResult r = janitor.CompactLog("expire");
+  CHECK(r.tombstones_expired == 2);
+  CHECK(r.deleted_messages == 3);
+  CHECK(Count(db.raw(), db.MessageTable("expire")) == 0);
+  CHECK(Count(db.raw(), db.HeadTable("expire"), "head_id IS NULL") == 2);
+  CHECK(topic.Stats().total_tombstones_expired == 2);
+  CHECK(topic.Stats().last_tombstones_expired == 2);
+  std::this_thread::sleep_for(5ms);  // the 1 ms TTL, not an ordering
+  CHECK(janitor.SweepHeadless("expire").deleted == 2);
+  CHECK(Count(db.raw(), db.HeadTable("expire")) == 0);
+}
+
+TEST_CASE("cleaner vs a producer advancing the same key, producer first") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("pf");
+  topic.Register(Immediate());
+  auto producer = topic.RegisterProducer();
+  const auto v1 = producer.Produce(Counter{1}, Compacted("a"));
+  const auto v2 = producer.Produce(Counter{2}, Compacted("a"));
+  Janitor janitor(db.client());
+  Tx tx = db.client().Begin();
+  const auto v3 = producer.ProduceInTx(tx, Counter{3}, Compacted("a"));
+  // The producer holds the key's row and its new head is not committed: the
+  // pass does not wait, keeps the committed head and never sees v3.
+  auto pass = CompactAsync(janitor, "pf");
+  REQUIRE(pass.wait_for(10s) == std::future_status::ready);
+  CHECK(pass.get().deleted_messages == 1);
+  CHECK_FALSE(MessageExists(db, "pf", v1.id));
+  CHECK(MessageExists(db, "pf", v2.id));
+  tx.Commit();
+  CHECK(MessageExists(db, "pf", v3.id));
+  CHECK(topic.Key("a").CompactionHead()->id == v3.id);
+  // Only now is v2 superseded, and the next pass removes it.
+  CHECK(janitor.CompactLog("pf").deleted_messages == 1);
+  CHECK_FALSE(MessageExists(db, "pf", v2.id));
+  CHECK(MessageExists(db, "pf", v3.id));
+  CHECK(DanglingHeads(db, "pf") == 0);
+}
+
+TEST_CASE("cleaner vs a producer advancing the same key, cleaner first") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("cf");
+  topic.Register(Immediate());
+  auto producer = topic.RegisterProducer();
+  const auto v1 = producer.Produce(Counter{1}, Compacted("a"));
+  const auto v2 = producer.Produce(Counter{2}, Compacted("a"));
+  TriggerGate gate(db, db.MessageTable("cf"), "DELETE");
+  gate.Close();
+  Janitor janitor(db.client());
+  // The pass has chosen what to delete (v2 was the head then) and waits.
+  auto pass = CompactAsync(janitor, "cf");
+  REQUIRE(testing::WaitForLockWait(db.raw(), kCleanerMarker, db.schema()));
+  const auto v3 = producer.Produce(Counter{3}, Compacted("a"));
+  CHECK(v3.head_advanced);
+  gate.Open();
+  REQUIRE(pass.wait_for(10s) == std::future_status::ready);
+  CHECK(pass.get().deleted_messages == 1);
+  CHECK_FALSE(MessageExists(db, "cf", v1.id));
+  CHECK(MessageExists(db, "cf", v2.id));  // the head that pass saw
+  CHECK(MessageExists(db, "cf", v3.id));  // committed after its snapshot
+  CHECK(DanglingHeads(db, "cf") == 0);
+  CHECK(janitor.CompactLog("cf").deleted_messages == 1);
+  CHECK_FALSE(MessageExists(db, "cf", v2.id));
+  CHECK(topic.Key("a").CompactionHead()->id == v3.id);
+}
+
+TEST_CASE("cleaner vs a locker on a tombstoned key, locker first") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("lf");
+  topic.Register(Immediate());
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("k"));
+  const auto tombstone = producer.ProduceTombstone("k");
+  Janitor janitor(db.client());
+  Tx tx = db.client().Begin();
+  CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());
+  // Skipped, not waited on.
+  auto pass = CompactAsync(janitor, "lf");
+  REQUIRE(pass.wait_for(10s) == std::future_status::ready);
+  const CompactResult r = pass.get();
+  CHECK(r.tombstones_expired == 0);
+  CHECK(MessageExists(db, "lf", tombstone.id));
+  // The locker revives the key: it wins.
+  producer.ProduceInTx(tx, Counter{7}, Compacted("k"));
+  tx.Commit();
+  CompactUntilIdle(janitor, "lf");
+  CHECK(topic.Key("k").CompactionHead()->message.value == 7);
+  CHECK_FALSE(MessageExists(db, "lf", tombstone.id));  // superseded, removed
+  CHECK(Count(db.raw(), db.MessageTable("lf")) == 1);
+  CHECK(topic.Stats().total_tombstones_expired == 0);
+}
+
+TEST_CASE("cleaner vs a locker on a tombstoned key, cleaner first") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("cl");
+  topic.Register(Immediate());
+  auto producer = topic.RegisterProducer();
+  producer.ProduceTombstone("k");
+  // Holds the expiry (head turning NULL) after the cleaner locked the row.
+  TriggerGate gate(db, db.HeadTable("cl"), "UPDATE",
+                   "OLD.head_id IS NOT NULL AND NEW.head_id IS NULL");
+  gate.Close();
+  Janitor janitor(db.client());
+  auto pass = CompactAsync(janitor, "cl");
+  REQUIRE(testing::WaitForLockWait(db.raw(), kCleanerMarker, db.schema()));
+  auto locker = std::async(std::launch::async, [&] {
+    return db.client().InTransaction([&](Tx& tx) {
+      const bool had_value = topic.Key("k").LockCompactionHead(tx).has_value();
+      producer.ProduceInTx(tx, Counter{8}, Compacted("k"));
+      return had_value;
+    });
+  });
+  // The locker waits for the cleaner's row lock.
+  REQUIRE(testing::WaitForLockWait(db.raw(), kLockMarker, db.schema()));
+  gate.Open();
+  REQUIRE(pass.wait_for(10s) == std::future_status::ready);
+  CHECK(pass.get().tombstones_expired == 1);
+  REQUIRE(locker.wait_for(10s) == std::future_status::ready);
+  CHECK_FALSE(locker.get());  // it found the row headless
+  CHECK(topic.Key("k").CompactionHead()->message.value == 8);
+  CHECK(DanglingHeads(db, "cl") == 0);
+}
+
+TEST_CASE("cleaner vs the headless janitor on a row the cleaner turns headless") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("cj");
+  TopicConfig config = Immediate();
+  config.headless_ttl = 1ms;
+  topic.Register(config);
+  auto producer = topic.RegisterProducer();
+  producer.ProduceTombstone("k");
+  TriggerGate gate(db, db.HeadTable("cj"), "UPDATE",
+                   "OLD.head_id IS NOT NULL AND NEW.head_id IS NULL");
+  gate.Close();
+  Janitor cleaner(db.client());
+  auto pass = CompactAsync(cleaner, "cj");
+  REQUIRE(testing::WaitForLockWait(db.raw(), kCleanerMarker, db.schema()));
+  // While the expiry is uncommitted the row has a head: nothing to sweep,
+  // and the sweep does not wait on the cleaner's lock.
+  Janitor janitor(db.client());
+  auto sweep = std::async(std::launch::async,
+                          [&] { return janitor.SweepHeadless("cj"); });
+  REQUIRE(sweep.wait_for(10s) == std::future_status::ready);
+  CHECK(sweep.get().deleted == 0);
+  gate.Open();
+  REQUIRE(pass.wait_for(10s) == std::future_status::ready);
+  CHECK(pass.get().tombstones_expired == 1);
+  std::this_thread::sleep_for(5ms);  // the 1 ms TTL, not an ordering
+  CHECK(janitor.SweepHeadless("cj").deleted == 1);
+  // A locker recreates the key as any headless key.
+  db.client().InTransaction([&](Tx& tx) {
+    CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());
+  });
+  CHECK(Count(db.raw(), db.HeadTable("cj")) == 1);
+  CHECK(DanglingHeads(db, "cj") == 0);
+}
+
+TEST_CASE("a message committed late below the cleaner's position is removed by a later pass") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("late");
+  topic.Register(Immediate());
+  auto producer = topic.RegisterProducer();
+  Janitor janitor(db.client());
+  // Holds its message id across passes; the ids after it commit at once,
+  // and the last of them stays (a head), so the walk passes the held id.
+  Tx late = db.client().Begin();
+  const auto held = producer.ProduceInTx(late, Counter{1});
+  for (int i = 0; i < 3; ++i) producer.Produce(Counter{i}, Compacted("a"));
+  CHECK(janitor.CompactLog("late").deleted_messages == 2);
+  CHECK(janitor.CompactLog("late").deleted_messages == 0);
+  CHECK(janitor.CompactLog("late").deleted_messages == 0);
+  // Passes walked beyond the held id, but their position is not final
+  // while that transaction may still commit below it.
+  const auto position = [&] {
+    return db.raw().Int("SELECT position FROM " + db.QuotedSchema() +
+                        ".log_cleaner_state WHERE topic_id = $1",
+                        {std::to_string(db.TopicId("late"))});
+  };
+  CHECK(position() < held.id);
+  late.Commit();
+  CHECK(MessageExists(db, "late", held.id));
+  CHECK(janitor.CompactLog("late").deleted_messages == 1);
+  CHECK_FALSE(MessageExists(db, "late", held.id));
+  CHECK(Count(db.raw(), db.MessageTable("late")) == 1);  // the head
+}
+
+TEST_CASE("bad retentions and keyless tombstones are refused before anything is written") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("bad");
+  for (auto bad : {-1ms, compaction::kMaxTtl + 1ms}) {
+    TopicConfig retention;
+    retention.retention = bad;
+    CHECK_THROWS_AS(topic.Register(retention), compaction::InvalidArgument);
+    TopicConfig tombstone;
+    tombstone.tombstone_retention = bad;
+    CHECK_THROWS_WITH(topic.Register(tombstone),
+                      Catch::Contains("tombstone_retention"));
+  }
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".topic") ==
+        0);
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  CHECK_THROWS_AS(producer.ProduceTombstone(""), compaction::InvalidArgument);
+  CHECK(Count(db.raw(), db.MessageTable("bad")) == 0);
+  // The database refuses what the library would: a keyless tombstone, an
+  // update of a stored message, a retention out of bounds.
+  CHECK(db.raw().TryExec("INSERT INTO " + db.MessageTable("bad") +
+                         " (schema_version, payload) VALUES (1, NULL)") ==
+        "23514");
+  producer.Produce(Counter{1});
+  CHECK(db.raw().TryExec("UPDATE " + db.MessageTable("bad") +
+                         " SET payload = '{}'") == "23514");
+  CHECK(db.raw().TryExec("UPDATE " + db.QuotedSchema() +
+                         ".topic SET retention_ms = -1") == "23514");
+  // Defaults: 7 days and 1 day; an unset field keeps what is there.
+  const auto info = topic.Info();
+  CHECK(info.retention == std::chrono::hours(24 * 7));
+  CHECK(info.tombstone_retention == std::chrono::hours(24));
+  TopicConfig set;
+  set.retention = 5s;
+  topic.Register(set);
+  CHECK(topic.Register().retention == 5s);
+  CHECK(topic.Info().tombstone_retention == std::chrono::hours(24));
+}
+
+TEST_CASE("head advances across tombstones stay HOT updates") {
+  LiveDb db;
+  auto client = db.NewClient(1);  // one backend, so one stats flush covers all
+  auto topic = client.Topic<Counter>("hot-tomb");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  const std::string table = db.HeadTable("hot-tomb");
+  constexpr int kKeys = 5;
+  constexpr int kAdvances = 40;
+  for (int i = 0; i < kKeys; ++i) {
+    producer.Produce(Counter{0}, Compacted("k" + std::to_string(i)));
+  }
+  for (int round = 1; round <= kAdvances; ++round) {
+    for (int i = 0; i < kKeys; ++i) {
+      const std::string key = "k" + std::to_string(i);
+      if (round % 2 == 1) {
+        producer.ProduceTombstone(key);
+      } else {
+        producer.Produce(Counter{round}, Compacted(key));
+      }
+    }
+  }
+  client.InTransaction([](Tx& tx) {
+    PQclear(PQexec(tx.native_handle(), "SELECT pg_stat_force_next_flush()"));
+  });
+  client.InTransaction([](Tx&) {});  // one more idle transition
+  std::int64_t updates = 0;
+  std::int64_t hot = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto row = db.raw().Query(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+        "WHERE relid = $1::regclass",
+        {table});
+    updates = std::stoll(*row[0][0]);
+    hot = std::stoll(*row[0][1]);
+    if (updates >= kKeys * kAdvances) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(updates == kKeys * kAdvances);
+  INFO("hot " << hot << " of " << updates);
+  CHECK(hot >= updates * 95 / 100);
+}
+
+TEST_CASE("stats show the log's size, its tombstoned keys and the cleaner's lag") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("st");
+  TopicConfig config;
+  config.retention = 1h;
+  config.tombstone_retention = 1h;
+  topic.Register(config);
+  auto producer = topic.RegisterProducer();
+  for (int i = 0; i < 50; ++i) producer.Produce(Counter{i}, Compacted("k"));
+  producer.ProduceTombstone("t1");
+  producer.ProduceTombstone("t2");
+  db.raw().Query("ANALYZE " + db.MessageTable("st"));
+  Janitor janitor(db.client());
+  janitor.CompactLog("st");
+  compaction::TopicStats stats = topic.Stats();
+  CHECK(stats.estimated_messages == 52);
+  CHECK(stats.tombstoned_keys == 2);
+  CHECK(stats.cleaner_lag == 0ms);  // everything is inside its retention
+  // Messages from two hours ago the cleaner has not examined: it is an
+  // hour behind its cutoff.
+  const std::int64_t id = db.TopicId("st");
+  db.raw().Query("ALTER TABLE " + db.MessageTable("st") +
+                 " DISABLE TRIGGER message_immutable");
+  db.raw().Query("UPDATE " + db.MessageTable("st") +
+                 " SET created_at = now() - interval '2 hours'");
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                     ".log_cleaner_state SET next_created_at = now() - "
+                     "interval '2 hours' WHERE topic_id = $1",
+                 {std::to_string(id)});
+  stats = topic.Stats();
+  CHECK(stats.cleaner_lag >= 59min);
+  CHECK(stats.cleaner_lag <= 61min);
+  // The listing carries the same figures.
+  const auto all = db.client().ListTopicStats();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].stats.tombstoned_keys == 2);
+  CHECK(all[0].stats.cleaner_lag >= 59min);
+  // A pass catches up: everything is removable now.
+  janitor.CompactLog("st");
+  stats = topic.Stats();
+  CHECK(stats.cleaner_lag == 0ms);
+  CHECK(stats.tombstoned_keys == 0);
+  CHECK(stats.total_tombstones_expired == 2);
+  CHECK(Count(db.raw(), db.MessageTable("st")) == 1);
+}
+
+TEST_CASE("stress: lockers, producers, tombstones, the janitor and the cleaner together") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("stress");
+  TopicConfig config = Immediate();
+  config.headless_ttl = 1ms;
+  topic.Register(config);
+  const std::vector<std::string> counters = {"c0", "c1", "c2"};
+  const std::vector<std::string> doomed = {"d0", "d1"};
+  std::atomic<bool> stop{false};
+  std::mutex mutex;
+  std::map<std::string, std::int64_t> increments;
+  std::vector<std::string> failures;
+  auto record_failure = [&](const std::exception& e) {
+    std::lock_guard lock(mutex);
+    failures.push_back(e.what());
+  };
+  std::vector<std::thread> threads;
+  for (int locker = 0; locker < 2; ++locker) {
+    threads.emplace_back([&, locker] {
+      auto client = db.NewClient(1);
+      auto t = client.Topic<Counter>("stress");
+      auto producer = t.RegisterProducer();
+      for (int i = 0; !stop; ++i) {
+        const std::string& key = counters[(i + locker) % counters.size()];
+        try {
+          Increment(client, t.Key(key), producer);
+          std::lock_guard lock(mutex);
+          ++increments[key];
+        } catch (const compaction::RetryableError&) {
+          // The janitor at 1 ms raced the lock loop: retried next round.
+        } catch (const std::exception& e) {
+          record_failure(e);
+          return;
+        }
+      }
+    });
+  }
+  threads.emplace_back([&] {  // values, history and tombstones
+    auto client = db.NewClient(1);
+    auto producer = client.Topic<Counter>("stress").RegisterProducer();
+    try {
+      for (int i = 0; !stop; ++i) {
+        const std::string& key = doomed[i % doomed.size()];
+        if (i % 3 == 0) {
+          producer.ProduceTombstone(key);
+        } else {
+          producer.Produce(Counter{i}, Compacted(key));
+        }
+        producer.Produce(Counter{i});                                 // unkeyed
+        producer.Produce(Counter{i}, ProduceOptions{"p", std::nullopt});  // not compacted
+      }
+    } catch (const std::exception& e) {
+      record_failure(e);
+    }
+  });
+  threads.emplace_back([&] {  // the headless janitor
+    auto client = db.NewClient(1);
+    Janitor janitor(client);
+    try {
+      while (!stop) janitor.SweepHeadless("stress");
+    } catch (const std::exception& e) {
+      record_failure(e);
+    }
+  });
+  std::atomic<int> passes{0};
+  threads.emplace_back([&] {  // the cleaner
+    auto client = db.NewClient(1);
+    Janitor janitor(client);
+    try {
+      while (!stop) {
+        janitor.CompactLog("stress");
+        ++passes;
+      }
+    } catch (const std::exception& e) {
+      record_failure(e);
+    }
+  });
+  std::int64_t dangling = 0;
+  const auto until = std::chrono::steady_clock::now() + 4s;
+  while (std::chrono::steady_clock::now() < until) {
+    dangling += DanglingHeads(db, "stress");
+    std::this_thread::sleep_for(50ms);
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(dangling == 0);
+  CHECK(passes > 3);
+  std::int64_t total = 0;
+  for (const auto& key : counters) {
+    INFO(key);
+    const auto head = topic.Key(key).CompactionHead();
+    const std::int64_t expected = increments[key];
+    total += expected;
+    CHECK(head.has_value() == (expected > 0));
+    if (head) CHECK(head->message.value == expected);
+  }
+  CHECK(total > 0);
+  Janitor janitor(db.client());
+  CompactUntilIdle(janitor, "stress");
+  CHECK(DanglingHeads(db, "stress") == 0);
+  // After a final pass the log holds exactly the heads.
+  CHECK(Count(db.raw(), db.MessageTable("stress")) ==
+        Count(db.raw(), db.HeadTable("stress"), "head_id IS NOT NULL"));
+  CHECK(Count(db.raw(), db.MessageTable("stress"), "payload IS NULL") == 0);
+  INFO("cleaner passes " << passes.load() << ", increments " << total);
+}
