@@ -52,8 +52,15 @@ void CheckOptionUse(const Invocation& inv, const std::string& command) {
   if (inv.once && command != "sweep") {
     throw ConfigError("option '--once' is for 'sweep'");
   }
-  if (inv.headless_ttl && command.rfind("topic register", 0) != 0) {
-    throw ConfigError("option '--headless-ttl' is for 'topic register'");
+  for (const auto& [given, flag] :
+       {std::pair{inv.headless_ttl.has_value(), "--headless-ttl"},
+        std::pair{inv.retention.has_value(), "--retention"},
+        std::pair{inv.tombstone_retention.has_value(),
+                  "--tombstone-retention"}}) {
+    if (given && command.rfind("topic register", 0) != 0) {
+      throw ConfigError(std::string("option '") + flag +
+                        "' is for 'topic register'");
+    }
   }
   if (inv.roles && command != "schema install") {
     throw ConfigError("option '--roles' is for 'schema install'");
@@ -66,7 +73,7 @@ void CheckOptionUse(const Invocation& inv, const std::string& command) {
 int SweepOnce(const Settings& s) {
   compaction::Client client = Connect(s);
   std::vector<compaction::TopicInfo> topics = client.ListTopics();
-  compaction::SweepOptions options = ScheduleSettings::From(s).sweep;
+  const ScheduleSettings schedule = ScheduleSettings::From(s);
   std::mutex mu;
   size_t next = 0;
   int failed = 0;
@@ -80,11 +87,22 @@ int SweepOnce(const Settings& s) {
         name = topics[next++].name;
       }
       try {
-        compaction::SweepResult r = janitor.SweepHeadless(name, options);
+        // The headless sweep, then the log cleaner, each as `run` does.
+        compaction::SweepResult r = janitor.SweepHeadless(name, schedule.sweep);
+        {
+          std::lock_guard lock(mu);
+          std::cout << "topic=" << name << " deleted=" << r.deleted
+                    << " batches=" << r.batches << " status="
+                    << (r.skipped ? "skipped claimed_by=" + r.claimed_by : "ok")
+                    << "\n";
+        }
+        compaction::CompactResult c = janitor.CompactLog(name, schedule.cleaner);
         std::lock_guard lock(mu);
-        std::cout << "topic=" << name << " deleted=" << r.deleted
-                  << " batches=" << r.batches << " status="
-                  << (r.skipped ? "skipped claimed_by=" + r.claimed_by : "ok")
+        std::cout << "topic=" << name << " cleaner deleted_messages="
+                  << c.deleted_messages
+                  << " tombstones_expired=" << c.tombstones_expired
+                  << " batches=" << c.batches << " status="
+                  << (c.skipped ? "skipped claimed_by=" + c.claimed_by : "ok")
                   << "\n";
       } catch (const std::exception&) {
         std::string error = Describe(std::current_exception());
@@ -105,8 +123,28 @@ int SweepOnce(const Settings& s) {
   return failed == 0 ? kExitOk : kExitFailure;
 }
 
+// A retention as seconds for JSON; kKeepForever is null.
+nlohmann::json RetentionJson(Millis d) {
+  if (d == compaction::kKeepForever) return nullptr;
+  return Seconds(d);
+}
+
+// A retention for people: "keep" or a duration.
+std::string RetentionText(Millis d) {
+  return d == compaction::kKeepForever ? "keep" : FormatDuration(d);
+}
+
+nlohmann::json RunJson(const compaction::JanitorState& j) {
+  return {{"last_sweep_started_at", Timestamp(j.last_sweep_started_at)},
+          {"last_sweep_finished_at", Timestamp(j.last_sweep_finished_at)},
+          {"last_success_at", Timestamp(j.last_success_at)},
+          {"last_deleted_rows", j.last_deleted_rows},
+          {"total_deleted_rows", j.total_deleted_rows},
+          {"last_error", j.last_error},
+          {"claimed_by", j.claimed_by}};
+}
+
 nlohmann::json StatsJson(const compaction::TopicOverview& t) {
-  const compaction::JanitorState& j = t.stats.janitor;
   return {
       {"topic", t.info.name},
       {"id", t.info.id},
@@ -115,14 +153,15 @@ nlohmann::json StatsJson(const compaction::TopicOverview& t) {
       {"headless_rows_estimated", t.stats.headless_rows_estimated},
       {"headless_oldest_age_seconds", Seconds(t.stats.oldest_headless_age)},
       {"estimated_head_rows", t.stats.estimated_head_rows},
-      {"janitor",
-       {{"last_sweep_started_at", Timestamp(j.last_sweep_started_at)},
-        {"last_sweep_finished_at", Timestamp(j.last_sweep_finished_at)},
-        {"last_success_at", Timestamp(j.last_success_at)},
-        {"last_deleted_rows", j.last_deleted_rows},
-        {"total_deleted_rows", j.total_deleted_rows},
-        {"last_error", j.last_error},
-        {"claimed_by", j.claimed_by}}},
+      {"janitor", RunJson(t.stats.janitor)},
+      {"retention_seconds", RetentionJson(t.info.retention)},
+      {"tombstone_retention_seconds",
+       RetentionJson(t.info.tombstone_retention)},
+      {"log_messages_estimated", t.stats.estimated_messages},
+      {"tombstoned_keys", t.stats.tombstoned_keys},
+      {"cleaner_lag_seconds", Seconds(t.stats.cleaner_lag)},
+      {"cleaner", RunJson(t.stats.cleaner)},
+      {"tombstones_expired_total", t.stats.total_tombstones_expired},
       // Non-empty when this topic's stats could not be read (the rest of
       // the object is then zero).
       {"stats_error", t.error},
@@ -133,6 +172,16 @@ nlohmann::json StatsJson(const compaction::TopicOverview& t) {
 std::string HeadlessText(const compaction::TopicStats& stats) {
   return (stats.headless_rows_estimated ? "~" : "") +
          std::to_string(stats.headless_rows);
+}
+
+// The topic's error: unreadable stats, else the sweep's, else the cleaner's.
+std::string LastError(const compaction::TopicOverview& t) {
+  if (!t.error.empty()) return "stats unreadable: " + t.error;
+  if (!t.stats.janitor.last_error.empty()) return t.stats.janitor.last_error;
+  if (!t.stats.cleaner.last_error.empty()) {
+    return "cleaner: " + t.stats.cleaner.last_error;
+  }
+  return "";
 }
 
 int Stats(const Settings& s, bool json) {
@@ -148,18 +197,22 @@ int Stats(const Settings& s, bool json) {
   }
   std::cout << std::left << std::setw(32) << "TOPIC" << std::setw(10) << "TTL"
             << std::setw(12) << "HEADLESS" << std::setw(14) << "OLDEST_AGE_S"
-            << std::setw(14) << "DELETED_TOTAL" << "LAST_ERROR\n";
+            << std::setw(14) << "DELETED_TOTAL" << std::setw(12) << "LOG_MSGS"
+            << std::setw(12) << "TOMBSTONED" << std::setw(14) << "CLEANER_LAG_S"
+            << "LAST_ERROR\n";
   for (const auto& t : all) {
     std::ostringstream age;
     age << std::fixed << std::setprecision(1)
         << Seconds(t.stats.oldest_headless_age);
+    std::ostringstream lag;
+    lag << std::fixed << std::setprecision(1) << Seconds(t.stats.cleaner_lag);
     std::cout << std::left << std::setw(32) << t.info.name << std::setw(10)
               << FormatDuration(t.info.headless_ttl) << std::setw(12)
               << HeadlessText(t.stats) << std::setw(14) << age.str()
               << std::setw(14) << t.stats.janitor.total_deleted_rows
-              << (t.error.empty() ? t.stats.janitor.last_error
-                                  : "stats unreadable: " + t.error)
-              << "\n";
+              << std::setw(12) << ("~" + std::to_string(t.stats.estimated_messages))
+              << std::setw(12) << t.stats.tombstoned_keys << std::setw(14)
+              << lag.str() << LastError(t) << "\n";
   }
   return kExitOk;
 }
@@ -170,33 +223,45 @@ int TopicList(const Settings& s, bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& t : topics) {
-      out.push_back({{"id", t.id},
-                     {"name", t.name},
-                     {"headless_ttl_seconds", Seconds(t.headless_ttl)}});
+      out.push_back(
+          {{"id", t.id},
+           {"name", t.name},
+           {"headless_ttl_seconds", Seconds(t.headless_ttl)},
+           {"retention_seconds", RetentionJson(t.retention)},
+           {"tombstone_retention_seconds",
+            RetentionJson(t.tombstone_retention)}});
     }
     std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
   std::cout << std::left << std::setw(8) << "ID" << std::setw(32) << "TOPIC"
-            << "TTL\n";
+            << std::setw(10) << "TTL" << std::setw(12) << "RETENTION"
+            << "TOMBSTONE_RETENTION\n";
   for (const auto& t : topics) {
     std::cout << std::left << std::setw(8) << t.id << std::setw(32) << t.name
-              << FormatDuration(t.headless_ttl) << "\n";
+              << std::setw(10) << FormatDuration(t.headless_ttl)
+              << std::setw(12) << RetentionText(t.retention)
+              << RetentionText(t.tombstone_retention) << "\n";
   }
   return kExitOk;
 }
 
 // Several names register one after another on one connection.
 int TopicRegister(const Settings& s, const std::vector<std::string>& names,
-                  std::optional<Millis> ttl) {
+                  const Invocation& inv) {
   compaction::Client client = Connect(s);
   compaction::TopicConfig config;
-  if (ttl) config.headless_ttl = *ttl;
+  config.headless_ttl = inv.headless_ttl;
+  config.retention = inv.retention;
+  config.tombstone_retention = inv.tombstone_retention;
   for (const std::string& name : names) {
     compaction::TopicInfo info =
         client.Topic<compaction::RawMessage>(name).Register(config);
     std::cout << "registered topic=" << info.name << " id=" << info.id
-              << " headless_ttl=" << FormatDuration(info.headless_ttl) << "\n";
+              << " headless_ttl=" << FormatDuration(info.headless_ttl)
+              << " retention=" << RetentionText(info.retention)
+              << " tombstone_retention="
+              << RetentionText(info.tombstone_retention) << "\n";
   }
   return kExitOk;
 }
@@ -244,11 +309,12 @@ int Dispatch(const std::vector<std::string>& args, Invocation& inv) {
   }
   if (command == "topic list") return TopicList(s, inv.json);
   if (w.size() >= 3 && w[0] == "topic" && w[1] == "register") {
-    return TopicRegister(s, {w.begin() + 2, w.end()}, inv.headless_ttl);
+    return TopicRegister(s, {w.begin() + 2, w.end()}, inv);
   }
   if (w.size() == 2 && w[0] == "topic" && w[1] == "register") {
     throw ConfigError(
-        "usage: topic register NAME... [--headless-ttl DURATION]");
+        "usage: topic register NAME... [--headless-ttl DURATION] "
+        "[--retention DURATION|keep] [--tombstone-retention DURATION|keep]");
   }
   throw ConfigError("unknown command '" + command + "' (see --help)");
 }

@@ -76,6 +76,17 @@ Millis ToTtl(const std::string& key, const std::string& v) {
   return ToDuration(key, v, kMaxTtl, "about 100 years");
 }
 
+// A topic's retention: "keep" (kKeepForever) or 0..kMaxTtl.
+Millis ToRetention(const std::string& key, const std::string& v) {
+  if (v == "keep") return compaction::kKeepForever;
+  auto d = ParseDuration(v);
+  if (!d) {
+    Invalid(key, v, "expected a duration such as 0, 10s, 7d, or 'keep'");
+  }
+  if (*d > kMaxTtl) Invalid(key, v, "must be at most " + FormatDuration(kMaxTtl));
+  return *d;
+}
+
 Millis ToTimer(const std::string& key, const std::string& v) {
   return ToDuration(key, v, kMaxTimer, "one year");
 }
@@ -273,6 +284,20 @@ const std::vector<SettingSpec>& SettingTable() {
       Setting("owner",
               "name of this replica in janitor_state (empty: host:pid)",
               &S::owner, ToText),
+      Setting("cleaner-min-interval",
+              "shortest log cleaner interval of a topic",
+              &S::cleaner_min_interval, ToTimer),
+      Setting("cleaner-max-interval",
+              "longest log cleaner interval of a topic",
+              &S::cleaner_max_interval, ToTimer),
+      Setting("cleaner-batch-size", "messages examined per cleaner batch",
+              &S::cleaner_batch_size, IntIn(1, 100000)),
+      Setting("cleaner-batch-pause",
+              "cleaner pause after each full batch, 0..1m (0: none)",
+              &S::cleaner_batch_pause, ToPause),
+      Setting("cleaner-duty-cycle",
+              "largest share of a cleaner pass spent in batches, (0, 1]",
+              &S::cleaner_duty_cycle, ToDutyCycle),
       Setting("stats-interval", "period of the statistics refresh",
               &S::stats_interval, ToTimer),
       Setting("stats-timeout", "statement timeout of the statistics queries",
@@ -348,13 +373,20 @@ po::options_description CommandLineOnly() {
       ("print-config",
        "print the effective configuration (secrets masked) and exit")
       ("json", "stats, topic list: print JSON")
-      ("once", "sweep: one pass over every topic, then exit")
+      ("once", "sweep: one pass over every topic (the headless sweep, then "
+               "the log cleaner), then exit")
       ("roles", "schema install: also create or refresh the least-privilege "
                 "roles <prefix>_owner, _app, _janitor, _monitor (superuser)")
       ("role-prefix", po::value<std::string>(),
        "schema install --roles: role name prefix (default: the schema name)")
       ("headless-ttl", po::value<std::string>(),
-       "topic register: TTL of headless rows (default 1h)");
+       "topic register: TTL of headless rows (default 1h)")
+      ("retention", po::value<std::string>(),
+       "topic register: how long messages that are not their key's head "
+       "are kept, or 'keep' (default 7d)")
+      ("tombstone-retention", po::value<std::string>(),
+       "topic register: how long a tombstone head is kept, or 'keep' "
+       "(default 1d)");
   // clang-format on
   return desc;
 }
@@ -491,11 +523,20 @@ void CheckRelations(const Settings& s, const Values& effective) {
             "must not be shorter than statement-timeout (" +
                 effective.at("statement-timeout") + ")");
   }
-  if (s.batch_pause.count() > 0 && s.batch_pause >= s.claim_ttl) {
-    // The library refuses it: a claim must outlast the pause it covers.
-    Invalid(
-        "batch-pause", effective.at("batch-pause"),
-        "must be shorter than claim-ttl (" + effective.at("claim-ttl") + ")");
+  if (s.cleaner_max_interval < s.cleaner_min_interval) {
+    Invalid("cleaner-max-interval", effective.at("cleaner-max-interval"),
+            "must not be shorter than cleaner-min-interval (" +
+                effective.at("cleaner-min-interval") + ")");
+  }
+  // The library refuses them: a claim must outlast the pause it covers.
+  for (const auto& [key, pause] :
+       {std::pair{"batch-pause", s.batch_pause},
+        std::pair{"cleaner-batch-pause", s.cleaner_batch_pause}}) {
+    if (pause.count() > 0 && pause >= s.claim_ttl) {
+      Invalid(key, effective.at(key),
+              "must be shorter than claim-ttl (" + effective.at("claim-ttl") +
+                  ")");
+    }
   }
 }
 
@@ -546,6 +587,11 @@ void ReadCommandLineOnly(const po::variables_map& vm, Invocation& inv) {
   if (vm.count("headless-ttl") != 0) {
     inv.headless_ttl =
         ToTtl("headless-ttl", vm["headless-ttl"].as<std::string>());
+  }
+  for (auto [key, field] :
+       {std::pair{"retention", &inv.retention},
+        std::pair{"tombstone-retention", &inv.tombstone_retention}}) {
+    if (vm.count(key) != 0) *field = ToRetention(key, vm[key].as<std::string>());
   }
   if (vm.count("config") != 0) {
     inv.config_file = vm["config"].as<std::string>();
@@ -664,14 +710,15 @@ std::string HelpText() {
   std::ostringstream out;
   out << "Usage: compactiond [COMMAND] [OPTIONS]\n\n"
          "Commands:\n"
-         "  run                       sweep every topic on timers and serve "
-         "/metrics, /healthz, /readyz (default)\n"
-         "  sweep --once              one sweep of every topic; exit 1 if any "
-         "failed\n"
-         "  stats [--json]            headless rows and janitor state per "
-         "topic\n"
+         "  run                       sweep and clean every topic on timers "
+         "and serve /metrics, /healthz, /readyz (default)\n"
+         "  sweep --once              one headless sweep and one log cleaner "
+         "pass of every topic; exit 1 if any failed\n"
+         "  stats [--json]            headless rows, log size, tombstones, "
+         "cleaner lag and run state per topic\n"
          "  schema install            create the schema (idempotent)\n"
-         "  topic register NAME... [--headless-ttl DURATION]\n"
+         "  topic register NAME... [--headless-ttl D] [--retention D|keep] "
+         "[--tombstone-retention D|keep]\n"
          "  topic list [--json]\n\n"
          "Precedence: flag > COMPACTIOND_<KEY> environment variable > config "
          "file > default.\n"

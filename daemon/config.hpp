@@ -90,6 +90,15 @@ struct Settings {
   // when a saturated server makes every batch slow.
   double duty_cycle = 0.5;
   std::string owner;  // empty: host:pid
+  // The log cleaner, per topic on its own timer: interval
+  // clamp(min(retention, tombstone retention) / 2, cleaner-min-interval,
+  // cleaner-max-interval); its batches paced like the sweep's (max-batches,
+  // statement-timeout and claim-ttl are shared).
+  Millis cleaner_min_interval{std::chrono::seconds(1)};
+  Millis cleaner_max_interval{std::chrono::minutes(5)};
+  int cleaner_batch_size = 1000;
+  Millis cleaner_batch_pause{std::chrono::milliseconds(10)};
+  double cleaner_duty_cycle = 0.5;
   Millis stats_interval{std::chrono::seconds(15)};
   Millis stats_timeout{std::chrono::seconds(5)};
   // Headless rows counted exactly per topic and refresh; above it the count
@@ -118,6 +127,9 @@ struct Invocation {
   bool roles = false;         // schema install --roles
   std::string role_prefix;    // schema install --role-prefix; empty: schema
   std::optional<Millis> headless_ttl;  // at most kMaxTtl
+  // topic register: 0..kMaxTtl or kKeepForever ("keep").
+  std::optional<Millis> retention;
+  std::optional<Millis> tombstone_retention;
   std::string config_file;  // empty: none
   // Permission bits of the config file when it holds a secret (password or
   // sslpassword in `db`) and group or others may read it; the command line

@@ -1,5 +1,6 @@
 #include "daemon/metrics.hpp"
 
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -26,6 +27,96 @@ prometheus::Histogram::BucketBoundaries DurationBuckets() {
   return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 }
 
+// A retention as seconds; kKeepForever is +Inf.
+double RetentionSeconds(std::chrono::milliseconds d) {
+  if (d == compaction::kKeepForever) {
+    return std::numeric_limits<double>::infinity();
+  }
+  return std::chrono::duration<double>(d).count();
+}
+
+// The families of one kind of run (the headless sweep, the log cleaner):
+// the same shape for both, so dashboards and alerts read them alike.
+struct RunFamilies {
+  prometheus::Family<prometheus::Counter>& deleted;
+  prometheus::Family<prometheus::Counter>& runs;
+  prometheus::Family<prometheus::Counter>& failures;
+  prometheus::Family<prometheus::Counter>& skipped;
+  prometheus::Family<prometheus::Histogram>& duration;
+  prometheus::Family<prometheus::Gauge>& last_success;
+};
+
+// One topic's series of one kind of run.
+struct RunSeries {
+  prometheus::Counter* deleted;
+  prometheus::Counter* runs;
+  prometheus::Counter* failures;
+  prometheus::Counter* skipped;
+  prometheus::Histogram* duration;
+  prometheus::Gauge* last_success;
+
+  static RunSeries Add(RunFamilies& f, const prometheus::Labels& labels) {
+    return RunSeries{&f.deleted.Add(labels),  &f.runs.Add(labels),
+                     &f.failures.Add(labels), &f.skipped.Add(labels),
+                     &f.duration.Add(labels, DurationBuckets()),
+                     &f.last_success.Add(labels)};
+  }
+  void Remove(RunFamilies& f) const {
+    f.deleted.Remove(deleted);
+    f.runs.Remove(runs);
+    f.failures.Remove(failures);
+    f.skipped.Remove(skipped);
+    f.duration.Remove(duration);
+    f.last_success.Remove(last_success);
+  }
+  void Finished(std::int64_t rows, std::chrono::duration<double> took,
+                bool complete) const {
+    runs->Increment();
+    deleted->Increment(static_cast<double>(rows));
+    duration->Observe(took.count());
+    if (complete) last_success->Set(UnixNow());
+  }
+  void Failed(std::chrono::duration<double> took) const {
+    runs->Increment();
+    failures->Increment();
+    duration->Observe(took.count());
+  }
+};
+
+// Metric names of the log cleaner's runs, next to the sweep's.
+RunFamilies CleanerFamilies(prometheus::Registry& registry) {
+  return RunFamilies{
+      prometheus::BuildCounter()
+          .Name("compaction_cleaner_deleted_messages_total")
+          .Help("Messages the log cleaner of this daemon deleted "
+                "(superseded or out of retention, expired tombstones).")
+          .Register(registry),
+      prometheus::BuildCounter()
+          .Name("compaction_cleaner_runs_total")
+          .Help("Log cleaner passes run by this daemon, failed ones "
+                "included, skipped ones not.")
+          .Register(registry),
+      prometheus::BuildCounter()
+          .Name("compaction_cleaner_run_failures_total")
+          .Help("Log cleaner passes that ended in an error.")
+          .Register(registry),
+      prometheus::BuildCounter()
+          .Name("compaction_cleaner_runs_skipped_total")
+          .Help("Log cleaner passes skipped because another replica held "
+                "the topic's cleaner claim.")
+          .Register(registry),
+      prometheus::BuildHistogram()
+          .Name("compaction_cleaner_run_duration_seconds")
+          .Help("Wall-clock duration of log cleaner passes run by this "
+                "daemon.")
+          .Register(registry),
+      prometheus::BuildGauge()
+          .Name("compaction_cleaner_last_success_timestamp_seconds")
+          .Help("Unix time of the topic's last successful log cleaner pass "
+                "by this daemon (0: none yet).")
+          .Register(registry)};
+}
+
 }  // namespace
 
 struct MetricsProbe::Impl {
@@ -34,12 +125,14 @@ struct MetricsProbe::Impl {
     prometheus::Gauge* headless_estimated;
     prometheus::Gauge* oldest_age;
     prometheus::Gauge* ttl;
-    prometheus::Counter* deleted;
-    prometheus::Counter* sweeps;
-    prometheus::Counter* failures;
-    prometheus::Counter* skipped;
-    prometheus::Histogram* duration;
-    prometheus::Gauge* last_success;
+    RunSeries sweep;
+    prometheus::Gauge* retention;
+    prometheus::Gauge* tombstone_retention;
+    prometheus::Gauge* log_messages;
+    prometheus::Gauge* tombstoned_keys;
+    prometheus::Gauge* cleaner_lag;
+    prometheus::Counter* tombstones_expired;
+    RunSeries cleaner;
   };
 
   explicit Impl(const std::string& version)
@@ -83,34 +176,67 @@ struct MetricsProbe::Impl {
                 .Name("compaction_topic_headless_ttl_seconds")
                 .Help("Headless-row TTL configured for the topic.")
                 .Register(*registry)),
-        deleted(prometheus::BuildCounter()
-                    .Name("compaction_janitor_deleted_rows_total")
-                    .Help("Expired headless rows deleted by this daemon.")
-                    .Register(*registry)),
-        sweeps(prometheus::BuildCounter()
-                   .Name("compaction_janitor_sweeps_total")
-                   .Help("Sweeps run by this daemon, failed ones included, "
-                         "skipped ones not.")
-                   .Register(*registry)),
-        failures(prometheus::BuildCounter()
-                     .Name("compaction_janitor_sweep_failures_total")
-                     .Help("Sweeps that ended in an error.")
-                     .Register(*registry)),
-        skipped(prometheus::BuildCounter()
-                    .Name("compaction_janitor_sweeps_skipped_total")
-                    .Help("Sweeps skipped because another replica held the "
-                          "topic's claim.")
-                    .Register(*registry)),
-        duration(prometheus::BuildHistogram()
-                     .Name("compaction_janitor_sweep_duration_seconds")
-                     .Help("Wall-clock duration of sweeps run by this daemon.")
-                     .Register(*registry)),
-        last_success(prometheus::BuildGauge()
-                         .Name("compaction_janitor_last_success_timestamp_"
-                               "seconds")
-                         .Help("Unix time of the topic's last successful "
-                               "sweep by this daemon (0: none yet).")
+        sweep{prometheus::BuildCounter()
+                  .Name("compaction_janitor_deleted_rows_total")
+                  .Help("Expired headless rows deleted by this daemon.")
+                  .Register(*registry),
+              prometheus::BuildCounter()
+                  .Name("compaction_janitor_sweeps_total")
+                  .Help("Sweeps run by this daemon, failed ones included, "
+                        "skipped ones not.")
+                  .Register(*registry),
+              prometheus::BuildCounter()
+                  .Name("compaction_janitor_sweep_failures_total")
+                  .Help("Sweeps that ended in an error.")
+                  .Register(*registry),
+              prometheus::BuildCounter()
+                  .Name("compaction_janitor_sweeps_skipped_total")
+                  .Help("Sweeps skipped because another replica held the "
+                        "topic's claim.")
+                  .Register(*registry),
+              prometheus::BuildHistogram()
+                  .Name("compaction_janitor_sweep_duration_seconds")
+                  .Help("Wall-clock duration of sweeps run by this daemon.")
+                  .Register(*registry),
+              prometheus::BuildGauge()
+                  .Name("compaction_janitor_last_success_timestamp_seconds")
+                  .Help("Unix time of the topic's last successful sweep by "
+                        "this daemon (0: none yet).")
+                  .Register(*registry)},
+        retention(prometheus::BuildGauge()
+                      .Name("compaction_topic_retention_seconds")
+                      .Help("Retention of messages that are not their key's "
+                            "head (+Inf: kept forever).")
+                      .Register(*registry)),
+        tombstone_retention(
+            prometheus::BuildGauge()
+                .Name("compaction_topic_tombstone_retention_seconds")
+                .Help("How long a tombstone head is kept (+Inf: forever).")
+                .Register(*registry)),
+        log_messages(prometheus::BuildGauge()
+                         .Name("compaction_log_messages")
+                         .Help("Estimated messages in the topic's log (the "
+                               "planner's estimate), as of the last "
+                               "statistics refresh.")
                          .Register(*registry)),
+        tombstoned_keys(prometheus::BuildGauge()
+                            .Name("compaction_tombstoned_keys")
+                            .Help("Keys whose head is a tombstone, as the "
+                                  "log cleaner's last pass counted them.")
+                            .Register(*registry)),
+        cleaner_lag(prometheus::BuildGauge()
+                        .Name("compaction_cleaner_lag_seconds")
+                        .Help("How far the log cleaner is behind the topic's "
+                              "retention cutoff (0: caught up), as of the "
+                              "last statistics refresh.")
+                        .Register(*registry)),
+        tombstones_expired(
+            prometheus::BuildCounter()
+                .Name("compaction_cleaner_tombstones_expired_total")
+                .Help("Tombstone heads the log cleaner of this daemon "
+                      "expired (their keys' rows turned headless).")
+                .Register(*registry)),
+        cleaner(CleanerFamilies(*registry)),
         stats_failures(prometheus::BuildCounter()
                            .Name("compaction_stats_refresh_failures_total")
                            .Help("Failed refreshes of the topic statistics.")
@@ -151,12 +277,14 @@ struct MetricsProbe::Impl {
   prometheus::Family<prometheus::Gauge>& headless_estimated;
   prometheus::Family<prometheus::Gauge>& oldest_age;
   prometheus::Family<prometheus::Gauge>& ttl;
-  prometheus::Family<prometheus::Counter>& deleted;
-  prometheus::Family<prometheus::Counter>& sweeps;
-  prometheus::Family<prometheus::Counter>& failures;
-  prometheus::Family<prometheus::Counter>& skipped;
-  prometheus::Family<prometheus::Histogram>& duration;
-  prometheus::Family<prometheus::Gauge>& last_success;
+  RunFamilies sweep;
+  prometheus::Family<prometheus::Gauge>& retention;
+  prometheus::Family<prometheus::Gauge>& tombstone_retention;
+  prometheus::Family<prometheus::Gauge>& log_messages;
+  prometheus::Family<prometheus::Gauge>& tombstoned_keys;
+  prometheus::Family<prometheus::Gauge>& cleaner_lag;
+  prometheus::Family<prometheus::Counter>& tombstones_expired;
+  RunFamilies cleaner;
   prometheus::Counter& stats_failures;
   prometheus::Gauge& stats_last;
   prometheus::Gauge& stats_unreadable;
@@ -174,8 +302,8 @@ void MetricsProbe::SetUp(bool up) { impl_->up.Set(up ? 1 : 0); }
 
 void MetricsProbe::SetReady(bool ready) { impl_->ready.Set(ready ? 1 : 0); }
 
-void MetricsProbe::AddTopic(const std::string& topic,
-                            std::chrono::milliseconds ttl) {
+void MetricsProbe::AddTopic(const compaction::TopicInfo& info) {
+  const std::string& topic = info.name;
   std::lock_guard lock(impl_->mu);
   Impl::TopicSeries* s = impl_->Find(topic);
   if (s == nullptr) {
@@ -188,17 +316,21 @@ void MetricsProbe::AddTopic(const std::string& topic,
                           &m.headless_estimated.Add(labels),
                           &m.oldest_age.Add(labels),
                           &m.ttl.Add(labels),
-                          &m.deleted.Add(labels),
-                          &m.sweeps.Add(labels),
-                          &m.failures.Add(labels),
-                          &m.skipped.Add(labels),
-                          &m.duration.Add(labels, DurationBuckets()),
-                          &m.last_success.Add(labels),
+                          RunSeries::Add(m.sweep, labels),
+                          &m.retention.Add(labels),
+                          &m.tombstone_retention.Add(labels),
+                          &m.log_messages.Add(labels),
+                          &m.tombstoned_keys.Add(labels),
+                          &m.cleaner_lag.Add(labels),
+                          &m.tombstones_expired.Add(labels),
+                          RunSeries::Add(m.cleaner, labels),
                       })
              .first->second;
     impl_->topics.Set(static_cast<double>(impl_->series.size()));
   }
-  s->ttl->Set(std::chrono::duration<double>(ttl).count());
+  s->ttl->Set(std::chrono::duration<double>(info.headless_ttl).count());
+  s->retention->Set(RetentionSeconds(info.retention));
+  s->tombstone_retention->Set(RetentionSeconds(info.tombstone_retention));
 }
 
 void MetricsProbe::RemoveTopic(const std::string& topic) {
@@ -210,12 +342,14 @@ void MetricsProbe::RemoveTopic(const std::string& topic) {
   m.headless_estimated.Remove(s->headless_estimated);
   m.oldest_age.Remove(s->oldest_age);
   m.ttl.Remove(s->ttl);
-  m.deleted.Remove(s->deleted);
-  m.sweeps.Remove(s->sweeps);
-  m.failures.Remove(s->failures);
-  m.skipped.Remove(s->skipped);
-  m.duration.Remove(s->duration);
-  m.last_success.Remove(s->last_success);
+  s->sweep.Remove(m.sweep);
+  m.retention.Remove(s->retention);
+  m.tombstone_retention.Remove(s->tombstone_retention);
+  m.log_messages.Remove(s->log_messages);
+  m.tombstoned_keys.Remove(s->tombstoned_keys);
+  m.cleaner_lag.Remove(s->cleaner_lag);
+  m.tombstones_expired.Remove(s->tombstones_expired);
+  s->cleaner.Remove(m.cleaner);
   m.series.erase(topic);
   m.topics.Set(static_cast<double>(m.series.size()));
 }
@@ -242,27 +376,56 @@ void MetricsProbe::SweepFinished(const std::string& topic,
                                  bool complete) {
   std::lock_guard lock(impl_->mu);
   Impl::TopicSeries* s = impl_->Find(topic);
-  if (s == nullptr) return;
-  s->sweeps->Increment();
-  s->deleted->Increment(static_cast<double>(deleted));
-  s->duration->Observe(duration.count());
-  if (complete) s->last_success->Set(UnixNow());
+  if (s != nullptr) s->sweep.Finished(deleted, duration, complete);
 }
 
 void MetricsProbe::SweepFailed(const std::string& topic,
                                std::chrono::duration<double> duration) {
   std::lock_guard lock(impl_->mu);
   Impl::TopicSeries* s = impl_->Find(topic);
-  if (s == nullptr) return;
-  s->sweeps->Increment();
-  s->failures->Increment();
-  s->duration->Observe(duration.count());
+  if (s != nullptr) s->sweep.Failed(duration);
 }
 
 void MetricsProbe::SweepSkipped(const std::string& topic) {
   std::lock_guard lock(impl_->mu);
   Impl::TopicSeries* s = impl_->Find(topic);
-  if (s != nullptr) s->skipped->Increment();
+  if (s != nullptr) s->sweep.skipped->Increment();
+}
+
+void MetricsProbe::SetLog(const std::string& topic, std::int64_t messages,
+                          std::int64_t tombstoned_keys,
+                          std::chrono::milliseconds cleaner_lag) {
+  std::lock_guard lock(impl_->mu);
+  Impl::TopicSeries* s = impl_->Find(topic);
+  if (s == nullptr) return;
+  s->log_messages->Set(static_cast<double>(messages));
+  s->tombstoned_keys->Set(static_cast<double>(tombstoned_keys));
+  s->cleaner_lag->Set(std::chrono::duration<double>(cleaner_lag).count());
+}
+
+void MetricsProbe::CleanFinished(const std::string& topic,
+                                 std::int64_t deleted_messages,
+                                 std::int64_t tombstones_expired,
+                                 std::chrono::duration<double> duration,
+                                 bool complete) {
+  std::lock_guard lock(impl_->mu);
+  Impl::TopicSeries* s = impl_->Find(topic);
+  if (s == nullptr) return;
+  s->cleaner.Finished(deleted_messages, duration, complete);
+  s->tombstones_expired->Increment(static_cast<double>(tombstones_expired));
+}
+
+void MetricsProbe::CleanFailed(const std::string& topic,
+                               std::chrono::duration<double> duration) {
+  std::lock_guard lock(impl_->mu);
+  Impl::TopicSeries* s = impl_->Find(topic);
+  if (s != nullptr) s->cleaner.Failed(duration);
+}
+
+void MetricsProbe::CleanSkipped(const std::string& topic) {
+  std::lock_guard lock(impl_->mu);
+  Impl::TopicSeries* s = impl_->Find(topic);
+  if (s != nullptr) s->cleaner.skipped->Increment();
 }
 
 void MetricsProbe::StatsRefreshed() { impl_->stats_last.Set(UnixNow()); }

@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include <compaction/options.hpp>
+
 namespace compactiond {
 
 class MetricsProbe {
@@ -24,8 +26,9 @@ class MetricsProbe {
   void SetUp(bool up);
   void SetReady(bool ready);
 
-  // Creates the topic's series (idempotent) and sets its TTL gauge.
-  void AddTopic(const std::string& topic, std::chrono::milliseconds ttl);
+  // Creates the topic's series (idempotent) and sets its TTL and retention
+  // gauges.
+  void AddTopic(const compaction::TopicInfo& info);
   // Removes every series of a destroyed topic.
   void RemoveTopic(const std::string& topic);
   bool HasTopic(const std::string& topic) const;
@@ -41,6 +44,18 @@ class MetricsProbe {
   void SweepFailed(const std::string& topic,
                    std::chrono::duration<double> duration);
   void SweepSkipped(const std::string& topic);
+
+  // The log's figures from a statistics refresh (TopicStats).
+  void SetLog(const std::string& topic, std::int64_t messages,
+              std::int64_t tombstoned_keys,
+              std::chrono::milliseconds cleaner_lag);
+  // A log cleaner pass that returned, failed or was skipped; as the sweep's.
+  void CleanFinished(const std::string& topic, std::int64_t deleted_messages,
+                     std::int64_t tombstones_expired,
+                     std::chrono::duration<double> duration, bool complete);
+  void CleanFailed(const std::string& topic,
+                   std::chrono::duration<double> duration);
+  void CleanSkipped(const std::string& topic);
 
   void StatsRefreshed();
   void StatsRefreshFailed();

@@ -10,6 +10,9 @@
 namespace compactiond {
 namespace {
 
+// "sweep" or "cleaner": names the job in logs ("sweep finished").
+const char* JobName(Job job) { return job == Job::kSweep ? "sweep" : "cleaner"; }
+
 std::int64_t UnixMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -30,11 +33,24 @@ ScheduleSettings ScheduleSettings::From(const Settings& s) {
   out.sweep.batch_pause = s.batch_pause;
   out.sweep.duty_cycle = s.duty_cycle;
   out.sweep.owner = s.owner;
+  out.cleaner_min_interval = s.cleaner_min_interval;
+  out.cleaner_max_interval = s.cleaner_max_interval;
+  out.cleaner = out.sweep;
+  out.cleaner.batch_size = s.cleaner_batch_size;
+  out.cleaner.batch_pause = s.cleaner_batch_pause;
+  out.cleaner.duty_cycle = s.cleaner_duty_cycle;
   return out;
 }
 
 Millis ScheduleSettings::IntervalFor(Millis ttl) const {
   return std::clamp(ttl / 2, min_interval, max_interval);
+}
+
+Millis ScheduleSettings::CleanerIntervalFor(
+    const compaction::TopicInfo& topic) const {
+  const Millis due = std::min(topic.retention, topic.tombstone_retention);
+  if (due == compaction::kKeepForever) return Millis(0);
+  return std::clamp(due / 2, cleaner_min_interval, cleaner_max_interval);
 }
 
 Scheduler::Scheduler(asio::io_context& io, WorkerPool& pool, Database& db,
@@ -54,10 +70,37 @@ Millis Scheduler::NextDelay(Millis interval) {
 }
 
 Millis Scheduler::FirstDelay(Millis interval) {
-  // Spread the first sweeps over one interval so that a thousand topics do
+  // Spread the first runs over one interval so that a thousand topics do
   // not all start at once.
   std::uniform_int_distribution<Millis::rep> pick(0, interval.count());
   return Millis(pick(rng_));
+}
+
+Millis Scheduler::IntervalOf(const compaction::TopicInfo& info,
+                             Job job) const {
+  return job == Job::kSweep ? settings_.IntervalFor(info.headless_ttl)
+                            : settings_.CleanerIntervalFor(info);
+}
+
+const compaction::SweepOptions& Scheduler::OptionsOf(Job job) const {
+  return job == Job::kSweep ? settings_.sweep : settings_.cleaner;
+}
+
+void Scheduler::Retime(const std::shared_ptr<Topic>& topic, Job job) {
+  Timer& t = topic->of(job);
+  const Millis interval = IntervalOf(topic->info, job);
+  if (interval == t.interval) return;
+  const bool was_off = t.interval.count() == 0;
+  t.interval = interval;
+  LogInfo("scheduler", "topic interval changed",
+          {{"topic", topic->info.name},
+           {"interval_ms", static_cast<std::int64_t>(interval.count())},
+           {"job", JobName(job)}});
+  if (interval.count() == 0) {
+    t.timer.cancel();
+  } else if (!t.running) {
+    Arm(topic, job, was_off ? FirstDelay(interval) : NextDelay(interval));
+  }
 }
 
 void Scheduler::SetTopics(const std::vector<compaction::TopicInfo>& topics) {
@@ -68,28 +111,35 @@ void Scheduler::SetTopics(const std::vector<compaction::TopicInfo>& topics) {
     auto it = topics_.find(info.name);
     if (it == topics_.end()) {
       auto topic = std::make_shared<Topic>(io_, info);
-      topic->interval = settings_.IntervalFor(info.headless_ttl);
       topics_.emplace(info.name, topic);
-      probe_.AddTopic(info.name, info.headless_ttl);
+      probe_.AddTopic(info);
+      for (Job job : {Job::kSweep, Job::kClean}) {
+        Timer& t = topic->of(job);
+        t.interval = IntervalOf(info, job);
+        if (t.interval.count() > 0) Arm(topic, job, FirstDelay(t.interval));
+      }
       LogInfo("scheduler", "topic added",
               {{"topic", info.name},
                {"ttl_ms", static_cast<std::int64_t>(info.headless_ttl.count())},
                {"interval_ms",
-                static_cast<std::int64_t>(topic->interval.count())}});
-      Arm(topic, FirstDelay(topic->interval));
+                static_cast<std::int64_t>(topic->sweep.interval.count())},
+               {"cleaner_interval_ms",
+                static_cast<std::int64_t>(topic->clean.interval.count())}});
       continue;
     }
     const std::shared_ptr<Topic>& topic = it->second;
-    bool ttl_changed = topic->info.headless_ttl != info.headless_ttl;
+    const compaction::TopicInfo before = topic->info;
     topic->info = info;
-    if (ttl_changed) {
-      probe_.AddTopic(info.name, info.headless_ttl);
-      topic->interval = settings_.IntervalFor(info.headless_ttl);
-      LogInfo("scheduler", "topic ttl changed",
-              {{"topic", info.name},
-               {"ttl_ms", static_cast<std::int64_t>(info.headless_ttl.count())}});
-      if (!topic->running) Arm(topic, NextDelay(topic->interval));
+    if (before.headless_ttl == info.headless_ttl &&
+        before.retention == info.retention &&
+        before.tombstone_retention == info.tombstone_retention) {
+      continue;
     }
+    probe_.AddTopic(info);
+    LogInfo("scheduler", "topic settings changed",
+            {{"topic", info.name},
+             {"ttl_ms", static_cast<std::int64_t>(info.headless_ttl.count())}});
+    for (Job job : {Job::kSweep, Job::kClean}) Retime(topic, job);
   }
   for (auto it = topics_.begin(); it != topics_.end();) {
     if (seen.count(it->first) != 0) {
@@ -97,7 +147,8 @@ void Scheduler::SetTopics(const std::vector<compaction::TopicInfo>& topics) {
       continue;
     }
     it->second->removed = true;
-    it->second->timer.cancel();
+    it->second->sweep.timer.cancel();
+    it->second->clean.timer.cancel();
     probe_.RemoveTopic(it->first);
     LogInfo("scheduler", "topic removed", {{"topic", it->first}});
     it = topics_.erase(it);
@@ -107,20 +158,17 @@ void Scheduler::SetTopics(const std::vector<compaction::TopicInfo>& topics) {
 void Scheduler::Reconfigure(ScheduleSettings settings) {
   settings_ = std::move(settings);
   for (auto& [name, topic] : topics_) {
-    Millis interval = settings_.IntervalFor(topic->info.headless_ttl);
-    if (interval == topic->interval) continue;
-    topic->interval = interval;
-    LogInfo("scheduler", "topic interval changed",
-            {{"topic", name},
-             {"interval_ms", static_cast<std::int64_t>(interval.count())}});
-    if (!topic->running) Arm(topic, NextDelay(interval));
+    for (Job job : {Job::kSweep, Job::kClean}) Retime(topic, job);
   }
 }
 
 void Scheduler::Stop() {
   stopped_ = true;
   stopping_ = true;
-  for (auto& [name, topic] : topics_) topic->timer.cancel();
+  for (auto& [name, topic] : topics_) {
+    topic->sweep.timer.cancel();
+    topic->clean.timer.cancel();
+  }
 }
 
 void Scheduler::CancelInFlight() {
@@ -129,42 +177,46 @@ void Scheduler::CancelInFlight() {
   for (compaction::Janitor* j : janitors_) j->Cancel();
 }
 
-void Scheduler::Arm(const std::shared_ptr<Topic>& topic, Millis delay) {
-  if (stopped_ || topic->removed) return;
+void Scheduler::Arm(const std::shared_ptr<Topic>& topic, Job job,
+                    Millis delay) {
+  Timer& t = topic->of(job);
+  if (stopped_ || topic->removed || t.interval.count() == 0) return;
   // expires_after cancels a pending wait; its handler sees operation_aborted.
-  topic->timer.expires_after(delay);
-  topic->timer.async_wait([this, topic](const boost::system::error_code& ec) {
-    if (ec || stopped_ || topic->removed || topic->running) return;
-    StartSweep(topic);
-  });
+  t.timer.expires_after(delay);
+  t.timer.async_wait(
+      [this, topic, job](const boost::system::error_code& ec) {
+        if (ec || stopped_ || topic->removed || topic->of(job).running) return;
+        Start(topic, job);
+      });
 }
 
-void Scheduler::StartSweep(const std::shared_ptr<Topic>& topic) {
+void Scheduler::Start(const std::shared_ptr<Topic>& topic, Job job) {
+  Timer& t = topic->of(job);
   std::shared_ptr<compaction::Client> client = db_.client();
   if (!client) {
     // Database down: try again after one interval (the link reconnects).
-    Arm(topic, NextDelay(topic->interval));
+    Arm(topic, job, NextDelay(t.interval));
     return;
   }
-  topic->running = true;
+  t.running = true;
   ++in_flight_;
   auto started = std::chrono::steady_clock::now();
   std::int64_t started_unix_us = UnixMicros();
   pool_.Submit(
-      [this, client, name = topic->info.name, options = settings_.sweep] {
-        return RunSweep(*client, name, options);
+      [this, client, job, name = topic->info.name, options = OptionsOf(job)] {
+        return Run(*client, name, job, options);
       },
-      [this, topic, client, started,
-       started_unix_us](Outcome<SweepReport> outcome) {
-        OnSweepDone(topic, client, started, started_unix_us,
-                    std::move(outcome));
+      [this, topic, job, client, started,
+       started_unix_us](Outcome<RunReport> outcome) {
+        OnDone(topic, job, client, started, started_unix_us,
+               std::move(outcome));
       });
 }
 
 // Runs on a worker thread.
-Scheduler::SweepReport Scheduler::RunSweep(
-    compaction::Client& client, const std::string& name,
-    const compaction::SweepOptions& options) {
+Scheduler::RunReport Scheduler::Run(compaction::Client& client,
+                                    const std::string& name, Job job,
+                                    const compaction::SweepOptions& options) {
   compaction::Janitor janitor(client);
   {
     std::lock_guard lock(janitors_mu_);
@@ -180,60 +232,101 @@ Scheduler::SweepReport Scheduler::RunSweep(
   } unregister{this, &janitor};
   // Checked after registering, so a concurrent CancelInFlight either sees
   // this janitor or this check sees the flag.
-  if (stopping_) return SweepReport{{}, true};
-  return SweepReport{janitor.SweepHeadless(name, options), false};
+  RunReport report;
+  if (stopping_) {
+    report.not_started = true;
+    return report;
+  }
+  if (job == Job::kSweep) {
+    compaction::SweepResult r = janitor.SweepHeadless(name, options);
+    return RunReport{r.deleted,   0,         r.batches,
+                     r.stopped_at_limit, r.skipped, std::move(r.claimed_by),
+                     r.cancelled, r.lost_claim, false};
+  }
+  compaction::CompactResult r = janitor.CompactLog(name, options);
+  return RunReport{r.deleted_messages,   r.tombstones_expired,
+                   r.batches,            r.stopped_at_limit,
+                   r.skipped,            std::move(r.claimed_by),
+                   r.cancelled,          r.lost_claim,
+                   false};
 }
 
-void Scheduler::OnSweepDone(const std::shared_ptr<Topic>& topic,
-                            const std::shared_ptr<compaction::Client>& client,
-                            std::chrono::steady_clock::time_point started,
-                            std::int64_t started_unix_us,
-                            Outcome<SweepReport> outcome) {
+void Scheduler::OnDone(const std::shared_ptr<Topic>& topic, Job job,
+                       const std::shared_ptr<compaction::Client>& client,
+                       std::chrono::steady_clock::time_point started,
+                       std::int64_t started_unix_us,
+                       Outcome<RunReport> outcome) {
   --in_flight_;
-  topic->running = false;
+  Timer& t = topic->of(job);
+  t.running = false;
   std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
   const std::string& name = topic->info.name;
+  const char* what = JobName(job);
   auto took_ms = static_cast<std::int64_t>(took.count() * 1000);
   if (!outcome.ok()) {
-    if (!topic->removed) probe_.SweepFailed(name, took);
+    if (!topic->removed) {
+      if (job == Job::kSweep) {
+        probe_.SweepFailed(name, took);
+      } else {
+        probe_.CleanFailed(name, took);
+      }
+    }
     bool cancelled = stopping_ && IsCancelled(outcome.error);
     Log(cancelled ? LogLevel::kInfo : LogLevel::kWarn, "scheduler",
-        cancelled ? "sweep cancelled" : "sweep failed",
+        std::string(what) + (cancelled ? " cancelled" : " failed"),
         {{"topic", name},
          {"error", Describe(outcome.error)},
          {"duration_ms", took_ms},
          {"started_unix_us", started_unix_us},
          {"finished_unix_us", UnixMicros()}});
     db_.ReportError(client, outcome.error);
-    Arm(topic, NextDelay(topic->interval));
+    Arm(topic, job, NextDelay(t.interval));
     return;
   }
-  const SweepReport& report = *outcome.value;
-  const compaction::SweepResult& r = report.result;
-  if (report.not_started) return;
+  const RunReport& r = *outcome.value;
+  if (r.not_started) return;
+  if (!topic->removed) Report(name, job, r, took);
   if (r.skipped) {
-    if (!topic->removed) probe_.SweepSkipped(name);
-    LogDebug("scheduler", "sweep skipped",
+    LogDebug("scheduler", std::string(what) + " skipped",
              {{"topic", name}, {"claimed_by", r.claimed_by}});
   } else {
-    if (!topic->removed) {
-      probe_.SweepFinished(name, r.deleted, took,
-                           !r.cancelled && !r.lost_claim);
-    }
-    Log(r.deleted > 0 || r.cancelled ? LogLevel::kInfo : LogLevel::kDebug,
-        "scheduler", r.cancelled ? "sweep cancelled" : "sweep finished",
+    Log(r.deleted > 0 || r.tombstones_expired > 0 || r.cancelled
+            ? LogLevel::kInfo
+            : LogLevel::kDebug,
+        "scheduler",
+        std::string(what) + (r.cancelled ? " cancelled" : " finished"),
         {{"topic", name},
          {"deleted", r.deleted},
+         {"tombstones_expired", r.tombstones_expired},
          {"batches", r.batches},
          {"stopped_at_limit", r.stopped_at_limit},
          {"duration_ms", took_ms},
          {"started_unix_us", started_unix_us},
          {"finished_unix_us", UnixMicros()}});
   }
-  // A sweep cut off at max-batches leaves a backlog: continue right away,
-  // after the batch pause the sweep itself skipped after its last batch.
-  Arm(topic, r.stopped_at_limit && !r.cancelled ? settings_.sweep.batch_pause
-                                                : NextDelay(topic->interval));
+  // A run cut off at max-batches leaves a backlog: continue right away,
+  // after the batch pause the run itself skipped after its last batch.
+  Arm(topic, job,
+      r.stopped_at_limit && !r.cancelled ? OptionsOf(job).batch_pause
+                                         : NextDelay(t.interval));
+}
+
+// The run's metrics.
+void Scheduler::Report(const std::string& name, Job job, const RunReport& r,
+                       std::chrono::duration<double> took) {
+  const bool complete = !r.cancelled && !r.lost_claim;
+  if (job == Job::kSweep) {
+    if (r.skipped) {
+      probe_.SweepSkipped(name);
+    } else {
+      probe_.SweepFinished(name, r.deleted, took, complete);
+    }
+  } else if (r.skipped) {
+    probe_.CleanSkipped(name);
+  } else {
+    probe_.CleanFinished(name, r.deleted, r.tombstones_expired, took,
+                         complete);
+  }
 }
 
 }  // namespace compactiond

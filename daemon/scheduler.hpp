@@ -1,15 +1,20 @@
-// Scheduler: one steady_timer per topic; each expiry runs one sweep of that
-// topic on the WorkerPool and re-arms the timer when the sweep completes, so
-// a topic is never swept twice at once.
+// Scheduler: two steady_timers per topic, one per job: the headless sweep
+// and the log cleaner. Each expiry runs one run of that job on the
+// WorkerPool and re-arms the timer when it completes, so a job never runs
+// twice at once on a topic (the two jobs may run side by side: each has its
+// own claim).
 //
-// Interval of a topic: clamp(ttl / 2, min-interval, max-interval); each delay
-// is that interval minus a random share of up to `jitter` of it (so replicas
-// and topics drift apart and never exceed the interval). A sweep deletes
-// every row expired when its batch runs, so an expired, unlocked headless row
-// is gone within TTL + interval (plus the sweep's own run time and any wait
-// for a free worker). A sweep that stopped at max-batches with rows left is
-// continued after batch-pause (at once when it is 0), so pacing holds across
-// the sweeps of a backlog too.
+// Sweep interval of a topic: clamp(ttl / 2, min-interval, max-interval);
+// cleaner interval: clamp(min(retention, tombstone retention) / 2,
+// cleaner-min-interval, cleaner-max-interval), no timer when both are
+// kKeepForever. Each delay is the interval minus a random share of up to
+// `jitter` of it (so replicas and topics drift apart and never exceed the
+// interval). A sweep deletes every row expired when its batch runs, so an
+// expired, unlocked headless row is gone within TTL + interval (plus the
+// sweep's own run time and any wait for a free worker); likewise a message
+// out of retention is gone within retention + cleaner interval. A run that
+// stopped at max-batches with work left is continued after its batch pause
+// (at once when it is 0), so pacing holds across the runs of a backlog too.
 //
 // Lifetime: owned by the App; Stop() before destruction, then wait for
 // in_flight() to reach 0. Thread safety: io_context thread only, except
@@ -42,10 +47,18 @@ struct ScheduleSettings {
   Millis max_interval;
   double jitter = 0.1;
   compaction::SweepOptions sweep;
+  Millis cleaner_min_interval;
+  Millis cleaner_max_interval;
+  compaction::SweepOptions cleaner;
 
   static ScheduleSettings From(const Settings& s);
   Millis IntervalFor(Millis ttl) const;
+  // 0 when the topic keeps messages and tombstones forever: no cleaner.
+  Millis CleanerIntervalFor(const compaction::TopicInfo& topic) const;
 };
+
+// The two jobs a topic's timers run.
+enum class Job { kSweep, kClean };
 
 class Scheduler {
  public:
@@ -53,44 +66,66 @@ class Scheduler {
             MetricsProbe& probe, ScheduleSettings settings);
 
   // Replaces the topic set: starts timers for new topics, drops removed ones
-  // (and their metric series), re-times topics whose TTL changed.
+  // (and their metric series), re-times topics whose TTL or retentions
+  // changed.
   void SetTopics(const std::vector<compaction::TopicInfo>& topics);
   // New settings from a reload; idle timers are re-armed when their interval
   // changed.
   void Reconfigure(ScheduleSettings settings);
 
-  // Cancels every timer; sweeps in flight run on until CancelInFlight() or
+  // Cancels every timer; runs in flight go on until CancelInFlight() or
   // their own end.
   void Stop();
-  // PQcancel of every sweep in flight. Blocks on the network: call it off the
+  // PQcancel of every run in flight. Blocks on the network: call it off the
   // io_context thread.
   void CancelInFlight();
   int in_flight() const { return in_flight_; }
   size_t topic_count() const { return topics_.size(); }
 
  private:
+  // One job's timer on one topic.
+  struct Timer {
+    explicit Timer(asio::io_context& io) : timer(io) {}
+    asio::steady_timer timer;
+    Millis interval{0};  // 0: the job is off for this topic
+    bool running = false;
+  };
   struct Topic {
     Topic(asio::io_context& io, compaction::TopicInfo i)
-        : info(std::move(i)), timer(io) {}
+        : info(std::move(i)), sweep(io), clean(io) {}
+    Timer& of(Job job) { return job == Job::kSweep ? sweep : clean; }
     compaction::TopicInfo info;
-    asio::steady_timer timer;
-    Millis interval{0};
-    bool running = false;
+    Timer sweep;
+    Timer clean;
     bool removed = false;
   };
-  struct SweepReport {
-    compaction::SweepResult result;
-    bool not_started = false;  // shutdown began before the sweep could start
+  // What one run of either job did.
+  struct RunReport {
+    std::int64_t deleted = 0;
+    std::int64_t tombstones_expired = 0;
+    int batches = 0;
+    bool stopped_at_limit = false;
+    bool skipped = false;
+    std::string claimed_by;
+    bool cancelled = false;
+    bool lost_claim = false;
+    bool not_started = false;  // shutdown began before the run could start
   };
 
-  void Arm(const std::shared_ptr<Topic>& topic, Millis delay);
-  void StartSweep(const std::shared_ptr<Topic>& topic);
-  SweepReport RunSweep(compaction::Client& client, const std::string& name,
-                       const compaction::SweepOptions& options);
-  void OnSweepDone(const std::shared_ptr<Topic>& topic,
-                   const std::shared_ptr<compaction::Client>& client,
-                   std::chrono::steady_clock::time_point started,
-                   std::int64_t started_unix_us, Outcome<SweepReport> outcome);
+  Millis IntervalOf(const compaction::TopicInfo& info, Job job) const;
+  const compaction::SweepOptions& OptionsOf(Job job) const;
+  // Sets the job's interval and re-arms its idle timer when it changed.
+  void Retime(const std::shared_ptr<Topic>& topic, Job job);
+  void Arm(const std::shared_ptr<Topic>& topic, Job job, Millis delay);
+  void Start(const std::shared_ptr<Topic>& topic, Job job);
+  RunReport Run(compaction::Client& client, const std::string& name, Job job,
+                const compaction::SweepOptions& options);
+  void OnDone(const std::shared_ptr<Topic>& topic, Job job,
+              const std::shared_ptr<compaction::Client>& client,
+              std::chrono::steady_clock::time_point started,
+              std::int64_t started_unix_us, Outcome<RunReport> outcome);
+  void Report(const std::string& name, Job job, const RunReport& r,
+              std::chrono::duration<double> took);
   Millis NextDelay(Millis interval);
   Millis FirstDelay(Millis interval);
 

@@ -45,6 +45,8 @@ void StatsCache::Publish(
     probe_.SetHeadless(t.info.name, t.stats.headless_rows,
                        t.stats.headless_rows_estimated,
                        t.stats.oldest_headless_age);
+    probe_.SetLog(t.info.name, t.stats.estimated_messages,
+                  t.stats.tombstoned_keys, t.stats.cleaner_lag);
   }
   probe_.StatsRefreshed();
 }
