@@ -95,11 +95,12 @@ def main():
         run = lambda *a: subprocess.run([binary, *a], env=env, check=True,
                                         capture_output=True, timeout=60)
         run("schema", "install")
-        run("topic", "register", "orders", "invoices", "--headless-ttl", "2s")
+        run("topic", "register", "orders", "invoices", "--headless-ttl", "2s",
+            "--retention", "2s", "--tombstone-retention", "2s")
         port, prom_port = free_port(), free_port()
         procs.append(subprocess.Popen(
             [binary, "run", "--listen", f"127.0.0.1:{port}", "--min-interval", "1s",
-             "--stats-interval", "1s"], env=env))
+             "--cleaner-min-interval", "1s", "--stats-interval", "1s"], env=env))
         metrics_url = f"http://127.0.0.1:{port}/metrics"
         wait_for("compactiond /metrics",
                  lambda: "compaction_janitor_sweeps_total{" in get(metrics_url), 30)
