@@ -76,6 +76,11 @@ const std::map<std::string, std::string>& OtherValues() {
       {"batch-pause", "0s"},
       {"duty-cycle", "0.75"},
       {"owner", "replica-b"},
+      {"cleaner-min-interval", "3s"},
+      {"cleaner-max-interval", "15m"},
+      {"cleaner-batch-size", "321"},
+      {"cleaner-batch-pause", "5ms"},
+      {"cleaner-duty-cycle", "0.25"},
       {"stats-interval", "20s"},
       {"stats-timeout", "3s"},
       {"stats-exact-count-limit", "5000000000"},
@@ -556,4 +561,57 @@ TEST_CASE("listen addresses") {
 }
 
 }  // namespace
+TEST_CASE("cleaner settings: bounds, relations and the cleaner's sweep options") {
+  const Invocation def = ParseInvocation({});
+  CHECK(def.settings.cleaner_min_interval == std::chrono::seconds(1));
+  CHECK(def.settings.cleaner_max_interval == std::chrono::minutes(5));
+  CHECK_THAT(ErrorOf({"--cleaner-min-interval", "10s", "--cleaner-max-interval",
+                      "5s"}),
+             Catch::Contains("'cleaner-max-interval'"));
+  CHECK_THAT(ErrorOf({"--cleaner-batch-pause", "1m", "--claim-ttl", "30s"}),
+             Catch::Contains("'cleaner-batch-pause'"));
+  CHECK_THAT(ErrorOf({"--cleaner-duty-cycle", "0"}),
+             Catch::Contains("'cleaner-duty-cycle'"));
+  CHECK_THAT(ErrorOf({"--cleaner-batch-size", "0"}),
+             Catch::Contains("'cleaner-batch-size'"));
+  const Invocation inv = ParseInvocation(
+      {"--cleaner-batch-size", "50", "--cleaner-duty-cycle", "0.25",
+       "--cleaner-batch-pause", "0", "--batch-size", "70"});
+  const compactiond::ScheduleSettings s =
+      compactiond::ScheduleSettings::From(inv.settings);
+  CHECK(s.cleaner.batch_size == 50);
+  CHECK(s.cleaner.duty_cycle == 0.25);
+  CHECK(s.cleaner.batch_pause.count() == 0);
+  CHECK(s.sweep.batch_size == 70);
+  CHECK(s.cleaner.max_batches == s.sweep.max_batches);
+  // The cleaner's interval follows the shorter retention; none when both
+  // keep forever.
+  compaction::TopicInfo topic;
+  topic.retention = std::chrono::hours(24 * 7);
+  topic.tombstone_retention = std::chrono::seconds(4);
+  CHECK(s.CleanerIntervalFor(topic) == std::chrono::seconds(2));
+  topic.tombstone_retention = std::chrono::hours(24);
+  CHECK(s.CleanerIntervalFor(topic) == std::chrono::minutes(5));
+  topic.retention = std::chrono::milliseconds(0);
+  CHECK(s.CleanerIntervalFor(topic) == std::chrono::seconds(1));
+  topic.retention = compaction::kKeepForever;
+  topic.tombstone_retention = compaction::kKeepForever;
+  CHECK(s.CleanerIntervalFor(topic).count() == 0);
+}
+
+TEST_CASE("topic register takes retentions as durations or keep") {
+  const Invocation inv = ParseInvocation(
+      {"topic", "register", "t", "--retention", "0", "--tombstone-retention",
+       "keep"});
+  CHECK(inv.retention == std::chrono::milliseconds(0));
+  CHECK(inv.tombstone_retention == compaction::kKeepForever);
+  CHECK(ParseInvocation({"topic", "register", "t", "--retention", "36500d"})
+            .retention == compaction::kMaxTtl);
+  for (const char* bad : {"-1s", "forever", "36501d", ""}) {
+    INFO(bad);
+    CHECK_THAT(ErrorOf({"topic", "register", "t", "--retention", bad}),
+               Catch::Contains("'retention'"));
+  }
+}
+
 }  // namespace compactiond
