@@ -1,7 +1,5 @@
 #include "compaction/tx.hpp"
 
-#include <string_view>
-
 #include "compaction/errors.hpp"
 #include "core.hpp"
 #include "pg/sqlstate.hpp"
@@ -25,13 +23,12 @@ Tx Tx::Borrow(pg_conn* connection) {
   if (connection == nullptr) {
     throw InvalidArgument(kOp, "connection is null");
   }
-  if (PQstatus(connection) != CONNECTION_OK) {
-    throw InvalidArgument(kOp, "connection is not open");
-  }
-  if (PQpipelineStatus(connection) != PQ_PIPELINE_OFF) {
+  const pg::Session s{connection, nullptr};
+  if (!s.open()) throw InvalidArgument(kOp, "connection is not open");
+  if (s.in_pipeline()) {
     throw InvalidArgument(kOp, "connection is in pipeline mode");
   }
-  if (PQtransactionStatus(connection) != PQTRANS_INTRANS) {
+  if (s.transaction_status() != pg::TransactionStatus::kInTransaction) {
     throw InvalidArgument(kOp,
                           "connection is not idle inside a transaction block "
                           "(issue BEGIN first; an aborted transaction cannot "
@@ -62,7 +59,7 @@ void TxState::ThrowFinished(const char* operation) const {
 
 pg::Session TxState::SessionFor(const char* operation) const {
   if (finished()) ThrowFinished(operation);
-  if (PQpipelineStatus(session_.conn) != PQ_PIPELINE_OFF) {
+  if (session_.in_pipeline()) {
     throw InvalidArgument(operation, "the connection is in pipeline mode");
   }
   return session_;
@@ -117,46 +114,28 @@ void Tx::Commit() {
     throw UsageError(kOp, "a borrowed transaction is committed by its owner");
   }
   if (st.finished()) st.ThrowFinished(kOp);
-  PGconn* conn = st.session().conn;
-  pg::Result r;
+  bool committed = false;
   try {
-    r = pg::ExecUnchecked(st.session(), kOp, "COMMIT");
+    committed = pg::Commit(st.session(), kOp);
+  } catch (const CommitOutcomeUnknown&) {
+    st.Finish(TxStatus::kInDoubt);
+    throw;
   } catch (...) {
-    // Preparing failed, so COMMIT was never sent: the transaction did not
-    // commit and is gone with the connection.
+    // The server refused COMMIT, or it was never sent (preparing it
+    // failed): nothing was committed.
     st.Finish(TxStatus::kAborted);
     throw;
   }
-  const bool ok = r && PQresultStatus(r.get()) == PGRES_COMMAND_OK;
-  // An aborted transaction answers COMMIT with the tag ROLLBACK.
-  const bool rolled_back = ok && std::string_view(PQcmdStatus(r.get())) == "ROLLBACK";
-  if (!ok && PQstatus(conn) == CONNECTION_BAD) {
-    st.Finish(TxStatus::kInDoubt);
-    throw CommitOutcomeUnknown(
-        kOp, "the connection broke during COMMIT; the transaction may or "
-             "may not have committed");
-  }
-  if (!ok) {
-    // Read the error before the connection goes back to the pool.
-    const char* state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
-    const char* primary = PQresultErrorField(r.get(), PG_DIAG_MESSAGE_PRIMARY);
-    const std::string sqlstate = state ? state : "";
-    const std::string message = primary ? primary : "COMMIT failed";
-    st.Finish(TxStatus::kAborted);
-    pg::ThrowForSqlState(kOp, sqlstate, message, false);
-  }
-  if (rolled_back) {
-    st.Finish(TxStatus::kAborted);
+  st.Finish(committed ? TxStatus::kCommitted : TxStatus::kAborted);
+  if (!committed) {
     throw DatabaseError(kOp, "25P02",
                         "the transaction had failed and was rolled back");
   }
-  st.Finish(TxStatus::kCommitted);
 }
 
 void Tx::Rollback() {
   if (!state_ || state_->borrowed() || state_->finished()) return;
-  PGconn* conn = state_->session().conn;
-  if (PQstatus(conn) == CONNECTION_OK) pg::Result(PQexec(conn, "ROLLBACK"));
+  pg::RollbackQuietly(state_->session());
   state_->Finish(TxStatus::kAborted);
 }
 
@@ -164,9 +143,10 @@ namespace detail {
 
 Tx BeginTx(ClientCore& core) {
   pg::Pool::Lease lease = core.pool().Acquire("Begin");
-  // Prepared like every statement of the library (COMMIT too): the
-  // extended protocol skips the parse that a simple query repeats on every
-  // call, as pgbench -M prepared does (test/bench/RESULTS.md).
+  // Sent like the library's other statements (COMMIT too): prepared on
+  // each pooled connection unless ClientOptions::prepared_statements is
+  // off, which skips the parse a simple query repeats on every call, as
+  // pgbench -M prepared does (test/bench/RESULTS.md).
   // READ COMMITTED whatever the server's or role's
   // default_transaction_isolation: the lock loop is defined for it only.
   pg::Exec((*lease).session(), "Begin",

@@ -206,6 +206,53 @@ Result ExecScript(PGconn* conn, const char* operation, const std::string& sql) {
   return result;
 }
 
+TransactionStatus Session::transaction_status() const {
+  switch (PQtransactionStatus(conn)) {
+    case PQTRANS_IDLE:
+      return TransactionStatus::kIdle;
+    case PQTRANS_ACTIVE:
+      return TransactionStatus::kActive;
+    case PQTRANS_INTRANS:
+      return TransactionStatus::kInTransaction;
+    case PQTRANS_INERROR:
+      return TransactionStatus::kInError;
+    case PQTRANS_UNKNOWN:
+      break;
+  }
+  return TransactionStatus::kUnknown;
+}
+
+void CancelHandle::Send() const noexcept {
+  if (!cancel_) return;
+  char error[256];
+  PQcancel(cancel_.get(), error, sizeof error);
+}
+
+bool Commit(Session session, const char* operation) {
+  // Prepared like any statement (unless the session sends unnamed ones);
+  // preparing may fail, and then COMMIT was never sent.
+  Result r = ExecUnchecked(session, operation, "COMMIT");
+  if (!Succeeded(r.get())) {
+    if (!session.open()) {
+      throw CommitOutcomeUnknown(
+          operation,
+          "the connection broke during COMMIT; the transaction may or may "
+          "not have committed");
+    }
+    ThrowError(operation, session.conn, r.get());
+  }
+  // An aborted transaction answers COMMIT with the tag ROLLBACK.
+  return std::string_view(PQcmdStatus(r.get())) != "ROLLBACK";
+}
+
+void RollbackQuietly(Session session) {
+  if (!session.open() ||
+      session.transaction_status() == TransactionStatus::kIdle) {
+    return;
+  }
+  Result(PQexec(session.conn, "ROLLBACK"));
+}
+
 namespace {
 
 // What every connection the library opens gets unless the caller's conninfo

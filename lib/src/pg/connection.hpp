@@ -1,6 +1,9 @@
-// RAII over libpq: results, connections and the one Exec helper that checks
-// the status of every statement and throws the mapped compaction::Error.
-// This directory is the only code that calls libpq.
+// RAII over libpq: results, connections, cancel handles and the one Exec
+// helper that checks the status of every statement and throws the mapped
+// compaction::Error. This directory is the only code that drives a libpq
+// connection (connecting, sending, transaction and pipeline state, COMMIT,
+// ROLLBACK, cancelling); elsewhere results are read as PGresult, through
+// PQntuples and the field helpers below.
 #pragma once
 
 #include <libpq-fe.h>
@@ -80,11 +83,41 @@ class PreparedCache {
   std::uint64_t generation_ = 0;
 };
 
+// What libpq knows of a connection's transaction.
+enum class TransactionStatus {
+  kIdle,           // outside any transaction block
+  kActive,         // a statement is in progress
+  kInTransaction,  // idle inside a transaction block
+  kInError,        // idle inside a failed transaction block
+  kUnknown,        // the connection is bad
+};
+
 // A connection plus the statement cache that belongs to it; the cache is
 // null for a borrowed connection, whose session state is not ours.
 struct Session {
   PGconn* conn = nullptr;
   PreparedCache* cache = nullptr;
+
+  bool open() const { return PQstatus(conn) == CONNECTION_OK; }
+  bool in_pipeline() const { return PQpipelineStatus(conn) != PQ_PIPELINE_OFF; }
+  TransactionStatus transaction_status() const;
+};
+
+// A cancel request for one connection's running statement (PQgetCancel),
+// valid while that connection lives; Send() may run on any thread.
+class CancelHandle {
+ public:
+  explicit CancelHandle(PGconn* conn) : cancel_(PQgetCancel(conn)) {}
+  // Asks the server to cancel whatever the connection runs now (an idle
+  // backend ignores it). Blocks on the network; never throws: a failed
+  // request leaves the statement running, as if it came too late.
+  void Send() const noexcept;
+
+ private:
+  struct Free {
+    void operator()(PGcancel* c) const noexcept { PQfreeCancel(c); }
+  };
+  std::unique_ptr<PGcancel, Free> cancel_;  // null when PQgetCancel failed
 };
 
 // Runs one parameterized statement; throws the mapped error unless it
@@ -110,6 +143,16 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
 // Runs a parameterless script (several statements) with the simple query
 // protocol; returns the last result.
 Result ExecScript(PGconn* conn, const char* operation, const std::string& sql);
+
+// COMMIT, whose errors go through the one mapper (ThrowError). Returns
+// false when the server answered with the tag ROLLBACK (the transaction
+// had failed). Throws CommitOutcomeUnknown when the connection broke with
+// COMMIT sent: it may or may not have committed.
+bool Commit(Session session, const char* operation);
+// ROLLBACK when the connection is open and inside a transaction block;
+// errors are dropped (the caller has news of its own, and a broken
+// connection is the pool's to discard).
+void RollbackQuietly(Session session);
 
 // The startup option that pins search_path on every connection we open.
 inline constexpr const char* kPinSearchPath =

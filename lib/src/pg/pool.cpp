@@ -53,7 +53,7 @@ Pool::Lease Pool::Acquire(const char* operation) {
 }
 
 void Pool::Release(std::unique_ptr<Connection> conn, bool discard) {
-  PGconn* raw = conn->get();
+  const Session s = conn->session();
   if (discard) {
     conn.reset();
     std::lock_guard lock(mutex_);
@@ -63,13 +63,10 @@ void Pool::Release(std::unique_ptr<Connection> conn, bool discard) {
   }
   // A connection handed back inside a transaction (an exception escaped
   // mid-transaction) is rolled back so the next user starts clean.
-  if (PQstatus(raw) == CONNECTION_OK &&
-      PQtransactionStatus(raw) != PQTRANS_IDLE) {
-    Result(PQexec(raw, "ROLLBACK"));
-  }
-  const bool reusable = PQstatus(raw) == CONNECTION_OK &&
-                        PQtransactionStatus(raw) == PQTRANS_IDLE &&
-                        PQpipelineStatus(raw) == PQ_PIPELINE_OFF;
+  RollbackQuietly(s);
+  const bool reusable = s.open() &&
+                        s.transaction_status() == TransactionStatus::kIdle &&
+                        !s.in_pipeline();
   std::lock_guard lock(mutex_);
   if (reusable) {
     idle_.push_back(std::move(conn));

@@ -7,13 +7,7 @@
 namespace compaction::sweep {
 
 StatementCanceller::StatementCanceller(PGconn* conn, std::stop_token stop)
-    : cancel_(PQgetCancel(conn)), stop_(std::move(stop)) {}
-
-void StatementCanceller::Send::operator()() const noexcept {
-  if (cancel == nullptr) return;  // PQgetCancel failed: nothing to send
-  char error[256];
-  PQcancel(cancel, error, sizeof error);
-}
+    : cancel_(conn), stop_(std::move(stop)) {}
 
 bool PauseUnlessStopped(std::stop_token stop, std::chrono::milliseconds pause) {
   std::mutex mutex;

@@ -4,15 +4,12 @@
 // The cancel is sent only while the sweep is armed (a statement may run):
 // during a pause the connection is idle, and a request the server receives
 // late could hit the sweep's closing bookkeeping instead.
-// TODO(issue 13, item 4): the libpq cancel belongs in pg/ once
-// pg::Connection has an RAII cancel handle.
 #pragma once
 
-#include <libpq-fe.h>
-
 #include <chrono>
-#include <memory>
 #include <stop_token>
+
+#include "pg/connection.hpp"
 
 namespace compaction::sweep {
 
@@ -20,10 +17,10 @@ class StatementCanceller {
  public:
   StatementCanceller(PGconn* conn, std::stop_token stop);
 
-  // Sends PQcancel for the connection; blocks on the network.
+  // Sends the cancel request; blocks on the network.
   struct Send {
-    PGcancel* cancel;
-    void operator()() const noexcept;
+    const pg::CancelHandle* cancel;
+    void operator()() const noexcept { cancel->Send(); }
   };
   using Armed = std::stop_callback<Send>;
 
@@ -31,13 +28,10 @@ class StatementCanceller {
   // statement from the requesting thread; its destruction waits for a
   // cancel in progress. Armed after a stop request, it cancels at once (an
   // idle backend ignores that).
-  [[nodiscard]] Armed Arm() const { return Armed(stop_, Send{cancel_.get()}); }
+  [[nodiscard]] Armed Arm() const { return Armed(stop_, Send{&cancel_}); }
 
  private:
-  struct Free {
-    void operator()(PGcancel* c) const noexcept { PQfreeCancel(c); }
-  };
-  std::unique_ptr<PGcancel, Free> cancel_;
+  pg::CancelHandle cancel_;
   std::stop_token stop_;
 };
 

@@ -16,16 +16,6 @@ namespace {
 
 constexpr const char* kCancelledError = "cancelled";
 
-// After a failed batch; a broken connection is the pool's to discard, and
-// the original error is the news.
-void RollbackQuietly(PGconn* conn, const char* op) {
-  if (PQtransactionStatus(conn) == PQTRANS_IDLE) return;
-  try {
-    pg::ExecScript(conn, op, "ROLLBACK");
-  } catch (const Error&) {
-  }
-}
-
 // The batches of one claimed sweep, until the kind runs dry, the limit,
 // a lost claim or a stop request. Statement errors propagate.
 void RunBatches(BatchKind& kind, pg::Session s, std::int64_t topic_id,
@@ -115,7 +105,7 @@ SweepResult RunSweep(detail::ClientCore& core, BatchKind& kind,
   try {
     RunBatches(kind, s, topic_id, *claim, o, stop, result);
   } catch (const DatabaseError& e) {
-    RollbackQuietly(s.conn, op);
+    pg::RollbackQuietly(s);  // the batch's error is the news
     const bool stopped = stop.stop_requested();
     if (stopped) lease.Discard();
     if (!(stopped && e.sqlstate() == pg::kQueryCanceled)) {
