@@ -3,7 +3,7 @@
 #include <csignal>
 #include <cstdlib>
 
-#include "daemon/connect.hpp"
+#include "daemon/conninfo.hpp"
 #include "daemon/failure.hpp"
 #include "daemon/log.hpp"
 #include "daemon/systemd_notify.hpp"
@@ -49,7 +49,7 @@ App::~App() {
 void App::Build() {
   pool_ = std::make_unique<WorkerPool>(io_, settings_.pool_size);
   db_ = std::make_unique<Database>(
-      io_, *pool_, probe_, ClientConninfo(settings_),
+      io_, *pool_, probe_, ConnectionParams(settings_),
       ClientOptionsFor(settings_),
       Database::Callbacks{
           [this] {

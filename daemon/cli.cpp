@@ -12,7 +12,7 @@
 
 #include "daemon/app.hpp"
 #include "daemon/config.hpp"
-#include "daemon/connect.hpp"
+#include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
 #include "daemon/failure.hpp"
 #include "daemon/log.hpp"
@@ -34,7 +34,7 @@ nlohmann::json Timestamp(const std::optional<Clock::time_point>& t) {
 }
 
 compaction::Client Connect(const Settings& s) {
-  return compaction::Client::Connect(ClientConninfo(s), ClientOptionsFor(s));
+  return compaction::Client::Connect(ConnectionParams(s), ClientOptionsFor(s));
 }
 
 std::string Command(const Invocation& inv) {

@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 
@@ -90,6 +91,32 @@ std::string RenderConninfo(const std::map<std::string, std::string>& params) {
     out.append(k).append("=").append(Quote(v));
   }
   return out;
+}
+
+std::map<std::string, std::string> ConnectionParams(const Settings& s) {
+  std::map<std::string, std::string> params;
+  try {
+    params = ConninfoParams(s.db);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("invalid value for key 'db': " + std::string(e.what()));
+  }
+  std::string options = params.count("options") != 0 ? params["options"] : "";
+  if (options.empty()) {
+    if (const char* env = std::getenv("PGOPTIONS")) options = env;
+  }
+  if (!options.empty()) options += " ";
+  options += "-c statement_timeout=" + std::to_string(s.stats_timeout.count());
+  params["options"] = options;
+  params["application_name"] = s.application_name;
+  return params;
+}
+
+compaction::ClientOptions ClientOptionsFor(const Settings& s) {
+  compaction::ClientOptions options;
+  options.schema = s.schema;
+  options.pool_size = s.pool_size;
+  options.application_name = s.application_name;
+  return options;
 }
 
 }  // namespace compactiond

@@ -1,9 +1,22 @@
-// Helpers over libpq's conninfo parser (keyword/value strings and URIs).
+// The daemon's connection parameters: libpq conninfo strings and URIs
+// parsed and masked for display, and the settings turned into the
+// keyword -> value parameters the library's Client and TopicEventListener
+// take (never rendered into a string and parsed again).
+//
+// The client's sessions get `-c statement_timeout=<stats-timeout>` in their
+// libpq `options` (appended to any the user set, or to PGOPTIONS), so the
+// statistics and topic queries are bounded on the server; janitor batches
+// set their own statement-timeout. The library adds the search_path pin,
+// connect_timeout 10 s and TCP keepalives unless the conninfo sets them.
 // Pure functions; thread-safe.
 #pragma once
 
 #include <map>
 #include <string>
+
+#include <compaction/options.hpp>
+
+#include "daemon/config.hpp"
 
 namespace compactiond {
 
@@ -37,5 +50,11 @@ std::map<std::string, std::string> ConninfoParams(
 
 // Renders params as a keyword/value conninfo string with proper quoting.
 std::string RenderConninfo(const std::map<std::string, std::string>& params);
+
+// Keyword -> value for libpq, for compaction::Client::Connect and the
+// listener. Throws ConfigError naming `db` when the conninfo does not parse.
+std::map<std::string, std::string> ConnectionParams(const Settings& s);
+
+compaction::ClientOptions ClientOptionsFor(const Settings& s);
 
 }  // namespace compactiond

@@ -8,12 +8,13 @@
 namespace compactiond {
 
 Database::Database(asio::io_context& io, WorkerPool& pool, MetricsProbe& probe,
-                   std::string conninfo, compaction::ClientOptions options,
+                   std::map<std::string, std::string> params,
+                   compaction::ClientOptions options,
                    Callbacks callbacks)
     : io_(io),
       pool_(pool),
       probe_(probe),
-      conninfo_(std::move(conninfo)),
+      params_(std::move(params)),
       options_(std::move(options)),
       callbacks_(std::move(callbacks)),
       retry_timer_(io),
@@ -38,9 +39,9 @@ void Database::Attempt() {
   if (connecting_ || stopped_ || client_) return;
   connecting_ = true;
   pool_.Submit(
-      [conninfo = conninfo_, options = options_] {
+      [params = params_, options = options_] {
         return std::make_shared<compaction::Client>(
-            compaction::Client::Connect(conninfo, options));
+            compaction::Client::Connect(params, options));
       },
       [this](Outcome<std::shared_ptr<compaction::Client>> outcome) {
         OnConnected(std::move(outcome));

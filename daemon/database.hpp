@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -31,7 +32,8 @@ class Database {
   };
 
   Database(asio::io_context& io, WorkerPool& pool, MetricsProbe& probe,
-           std::string conninfo, compaction::ClientOptions options,
+           std::map<std::string, std::string> params,
+           compaction::ClientOptions options,
            Callbacks callbacks);
 
   void Start();
@@ -56,7 +58,7 @@ class Database {
   asio::io_context& io_;
   WorkerPool& pool_;
   MetricsProbe& probe_;
-  const std::string conninfo_;
+  const std::map<std::string, std::string> params_;
   const compaction::ClientOptions options_;
   Callbacks callbacks_;
   asio::steady_timer retry_timer_;

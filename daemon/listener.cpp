@@ -1,50 +1,24 @@
 #include "daemon/listener.hpp"
 
-#include <libpq-fe.h>
-#include <poll.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <exception>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <compaction/errors.hpp>
+
 #include "daemon/log.hpp"
-#include "daemon/topic_event.hpp"
 
 namespace compactiond {
 namespace {
 
-constexpr int kPollSliceMs = 250;
+constexpr auto kPollSlice = std::chrono::milliseconds(250);
 constexpr auto kConnectTimeout = std::chrono::seconds(10);
 // Anyone may NOTIFY on the channel: a flood of bad payloads must not flood
 // the log too.
 constexpr auto kBadPayloadLogPeriod = std::chrono::seconds(10);
-
-struct ConnClose {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-using ConnPtr = std::unique_ptr<PGconn, ConnClose>;
-struct ResultClear {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using ResultPtr = std::unique_ptr<PGresult, ResultClear>;
-
-std::string ConnError(PGconn* c) {
-  std::string e = c ? PQerrorMessage(c) : "out of memory";
-  while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.pop_back();
-  return e;
-}
-
-// Waits for `events` on the socket for one slice. -1 on error.
-int PollSocket(PGconn* c, short events) {
-  pollfd p{PQsocket(c), events, 0};
-  return ::poll(&p, 1, kPollSliceMs);
-}
 
 }  // namespace
 
@@ -71,7 +45,7 @@ bool TopicListener::Sleep(Millis d) {
   auto until = std::chrono::steady_clock::now() + d;
   while (!stop_ && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(
-        std::min<Millis::rep>(kPollSliceMs, d.count())));
+        std::min<Millis::rep>(kPollSlice.count(), d.count())));
   }
   return !stop_;
 }
@@ -97,55 +71,37 @@ void TopicListener::Run() {
 }
 
 bool TopicListener::Session() {
-  std::vector<const char*> keys;
-  std::vector<const char*> values;
-  for (const auto& [k, v] : params_) {
-    keys.push_back(k.c_str());
-    values.push_back(v.c_str());
-  }
-  keys.push_back(nullptr);
-  values.push_back(nullptr);
-  ConnPtr conn(PQconnectStartParams(keys.data(), values.data(), 0));
-  if (!conn || PQstatus(conn.get()) == CONNECTION_BAD) {
-    LogWarn("listener", "connect failed", {{"error", ConnError(conn.get())}});
-    return !stop_;
-  }
-  // Non-blocking connect so that Stop() is never stuck behind a dead host.
-  auto deadline = std::chrono::steady_clock::now() + kConnectTimeout;
-  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-  while (st != PGRES_POLLING_OK) {
-    if (st == PGRES_POLLING_FAILED ||
-        std::chrono::steady_clock::now() > deadline) {
-      LogWarn("listener", "connect failed", {{"error", ConnError(conn.get())}});
-      return !stop_;
+  std::optional<compaction::TopicEventListener> conn;
+  try {
+    conn.emplace(params_);
+    // Bounded here so that Stop() is never stuck behind a dead host.
+    const auto deadline = std::chrono::steady_clock::now() + kConnectTimeout;
+    while (!conn->Connect(kPollSlice)) {
+      if (stop_) return false;
+      if (std::chrono::steady_clock::now() > deadline) {
+        LogWarn("listener", "connect failed", {{"error", "timed out"}});
+        return !stop_;
+      }
     }
-    if (stop_) return false;
-    int n = PollSocket(conn.get(),
-                       st == PGRES_POLLING_READING ? POLLIN : POLLOUT);
-    if (n < 0 && errno != EINTR) return !stop_;
-    if (n > 0) st = PQconnectPoll(conn.get());
-  }
-  ResultPtr listen(PQexec(conn.get(), "LISTEN compaction_topics"));
-  if (PQresultStatus(listen.get()) != PGRES_COMMAND_OK) {
-    LogWarn("listener", "LISTEN failed", {{"error", ConnError(conn.get())}});
+  } catch (const compaction::ConnectionLost& e) {
+    LogWarn("listener", "connect failed", {{"error", e.what()}});
     return !stop_;
   }
-  LogInfo("listener", "listening", {{"channel", "compaction_topics"}});
+  LogInfo("listener", "listening", {{"channel", compaction::kTopicEventChannel}});
   if (callbacks_.on_connection) callbacks_.on_connection(true);
   if (callbacks_.on_topics_changed) callbacks_.on_topics_changed();
   while (!stop_) {
-    int n = PollSocket(conn.get(), POLLIN);
-    if (n == 0) continue;
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 || PQconsumeInput(conn.get()) == 0) {
-      LogWarn("listener", "connection lost", {{"error", ConnError(conn.get())}});
+    std::vector<compaction::TopicEventListener::Notification> notes;
+    try {
+      notes = conn->Wait(kPollSlice);
+    } catch (const compaction::ConnectionLost& e) {
+      LogWarn("listener", "connection lost", {{"error", e.what()}});
       if (callbacks_.on_connection) callbacks_.on_connection(false);
       return !stop_;
     }
     bool relevant = false;
-    while (PGnotify* note = PQnotifies(conn.get())) {
-      std::unique_ptr<PGnotify, decltype(&PQfreemem)> guard(note, &PQfreemem);
-      relevant = HandleNotification(*note) || relevant;
+    for (const auto& note : notes) {
+      relevant = HandleNotification(note) || relevant;
     }
     if (relevant && callbacks_.on_topics_changed) {
       callbacks_.on_topics_changed();
@@ -169,13 +125,13 @@ void TopicListener::SessionFailed(std::exception_ptr error) noexcept {
   }
 }
 
-bool TopicListener::HandleNotification(const PGnotify& note) {
+bool TopicListener::HandleNotification(
+    const compaction::TopicEventListener::Notification& note) {
   // One bad notification must neither end the thread nor hide the rest.
   try {
-    std::string why;
-    std::optional<TopicEvent> event = ParseTopicEvent(note.extra, &why);
+    const std::optional<compaction::TopicEvent>& event = note.event;
     if (!event) {
-      WarnBadPayload(why, std::strlen(note.extra), note.be_pid);
+      WarnBadPayload(note.why, note.payload_bytes, note.sender_pid);
       return false;
     }
     if (event->schema != schema_) return false;
@@ -201,7 +157,7 @@ void TopicListener::WarnBadPayload(const std::string& why, std::size_t bytes,
     return;
   }
   LogWarn("listener", "ignored malformed notification",
-          {{"channel", "compaction_topics"},
+          {{"channel", compaction::kTopicEventChannel},
            {"reason", why},
            {"bytes", bytes},
            {"sender_pid", sender_pid},

@@ -1,11 +1,12 @@
-// TopicListener: LISTEN compaction_topics on a dedicated libpq connection and
-// thread, so the daemon learns of registered and destroyed topics within
-// moments instead of at the next periodic refresh. Notifications whose
-// payload names another schema are ignored. After every (re)connect it
-// reports an event too, since notifications sent while it was away are lost.
+// TopicListener: a thread over the library's TopicEventListener, so the
+// daemon learns of registered and destroyed topics within moments instead
+// of at the next periodic refresh. Notifications whose payload names
+// another schema are ignored, bad ones logged (throttled). After every
+// (re)connect it reports an event too, since notifications sent while it
+// was away are lost.
 //
-// The thread waits on PQsocket with poll() in 250 ms slices and checks a stop
-// flag, so Stop() returns within about that long, even mid-connect.
+// The thread waits in 250 ms slices and checks a stop flag, so Stop()
+// returns within about that long, even mid-connect.
 //
 // Lifetime: Start() once; Stop() (or the destructor) joins the thread.
 // Thread safety: Start/Stop from one thread; the callbacks run on the
@@ -20,10 +21,10 @@
 #include <string>
 #include <thread>
 
-#include "daemon/config.hpp"
-#include "daemon/topic_event.hpp"
+#include <compaction/topic_events.hpp>
 
-struct pgNotify;  // libpq's PGnotify
+#include "daemon/config.hpp"
+#include "daemon/throttle.hpp"
 
 namespace compactiond {
 
@@ -50,7 +51,8 @@ class TopicListener {
   bool Sleep(Millis d);
   void SessionFailed(std::exception_ptr error) noexcept;
   // True when the notification announces a change in our schema.
-  bool HandleNotification(const pgNotify& note);
+  bool HandleNotification(
+      const compaction::TopicEventListener::Notification& note);
   void WarnBadPayload(const std::string& why, std::size_t bytes,
                       int sender_pid);
 

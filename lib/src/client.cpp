@@ -10,6 +10,11 @@ Client::Client(std::shared_ptr<detail::ClientCore> core)
     : core_(std::move(core)) {}
 
 Client Client::Connect(const std::string& conninfo, ClientOptions options) {
+  return Connect(pg::ParseConninfo(conninfo, "Connect"), std::move(options));
+}
+
+Client Client::Connect(const std::map<std::string, std::string>& params,
+                       ClientOptions options) {
   constexpr const char* kOp = "Connect";
   if (options.acquire_timeout.count() <= 0) {
     throw InvalidArgument(kOp, "acquire_timeout must be positive");
@@ -22,9 +27,9 @@ Client Client::Connect(const std::string& conninfo, ClientOptions options) {
   if (options.schema.size() > 63) {
     throw InvalidArgument(kOp, "schema name is longer than 63 bytes");
   }
-  pg::ConnPtr first = pg::Connect(conninfo, options.application_name, kOp);
+  pg::ConnPtr first = pg::Connect(params, options.application_name, kOp);
   std::string quoted = pg::QuoteIdentifier(first.get(), options.schema);
-  auto core = std::make_shared<detail::ClientCore>(conninfo, std::move(options),
+  auto core = std::make_shared<detail::ClientCore>(params, std::move(options),
                                                    std::move(quoted));
   const std::optional<int> found = detail::InstalledSystemVersion(
       *core, pg::Session{first.get(), nullptr}, kOp);

@@ -23,11 +23,11 @@ namespace compaction::detail {
 
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
-  ClientCore(std::string conninfo, ClientOptions options,
+  ClientCore(pg::ConnParams params, ClientOptions options,
              std::string quoted_schema)
       : options_(std::move(options)),
         schema_(std::move(quoted_schema)),
-        pool_(std::move(conninfo), options_.application_name,
+        pool_(std::move(params), options_.application_name,
               options_.pool_size, options_.acquire_timeout,
               options_.prepared_statements) {}
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "compaction/client.hpp"
+#include "compaction/topic_events.hpp"
 #include "schema.hpp"
 #include "tx_internal.hpp"
 #include "validate.hpp"
@@ -47,17 +48,19 @@ void CheckTopicVersion(const char* operation, const TopicInfo& topic,
   CheckTopicBaseline(operation, topic.name, version, fingerprint);
 }
 
-// Tells LISTENing daemons that the topic set changed; delivered on commit.
+// Tells TopicEventListeners that the topic set changed; delivered on
+// commit (register_topic() in system_v1.sql sends the same).
 void NotifyTopicChange(ClientCore& core, pg::Session session,
                        const std::string& name, const char* event) {
   pg::Exec(session, "NotifyTopicChange",
-           "SELECT pg_catalog.pg_notify('compaction_topics', "
+           "SELECT pg_catalog.pg_notify($4::text, "
            "pg_catalog.json_build_object('schema', $1::text, 'topic', "
            "$2::text, 'event', $3::text)::text)",
            pg::Params()
                .Add(core.options().schema)
                .Add(name)
-               .Add(std::string(event)));
+               .Add(std::string(event))
+               .Add(std::string(kTopicEventChannel)));
 }
 
 }  // namespace

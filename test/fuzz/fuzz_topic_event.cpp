@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/topic_event.hpp"
+#include "compaction/topic_events.hpp"
 
 namespace {
 
@@ -23,15 +23,15 @@ void Require(bool condition) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view payload(reinterpret_cast<const char*>(data), size);
   std::string why;
-  auto event = compactiond::ParseTopicEvent(payload, &why);
+  auto event = compaction::ParseTopicEvent(payload, &why);
   if (!event) {
     Require(!why.empty());
     return 0;
   }
-  Require(size < compactiond::kMaxTopicEventBytes);
+  Require(size < compaction::kMaxTopicEventBytes);
   for (const std::string* field :
        {&event->schema, &event->topic, &event->event}) {
-    Require(field->size() <= compactiond::kMaxTopicEventFieldBytes);
+    Require(field->size() <= compaction::kMaxTopicEventFieldBytes);
   }
   // What the library would send for the same event parses to the same event.
   std::string again = nlohmann::json{
@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       {"topic", event->topic},
       {"event",
        event->event}}.dump();
-  auto reparsed = compactiond::ParseTopicEvent(again, nullptr);
+  auto reparsed = compaction::ParseTopicEvent(again, nullptr);
   Require(reparsed && reparsed->schema == event->schema &&
           reparsed->topic == event->topic && reparsed->event == event->event);
   return 0;

@@ -39,7 +39,7 @@ std::string Show(PGconn* conn, const std::string& setting) {
 TEST_CASE("library connections get timeouts and keepalives unless the conninfo sets them") {
   // A ROLLBACK on a peer that vanished from the network would otherwise
   // wait for the kernel's two-hour TCP timeout.
-  pg::ConnPtr conn = pg::Connect("", "connection_test", "test");
+  pg::ConnPtr conn = pg::Connect(pg::ParseConninfo("", "test"), "connection_test", "test");
   auto effective = Effective(conn.get());
   if (std::getenv("PGCONNECT_TIMEOUT") == nullptr) {
     CHECK(effective["connect_timeout"] == "10");
@@ -49,7 +49,7 @@ TEST_CASE("library connections get timeouts and keepalives unless the conninfo s
   CHECK(effective["keepalives_count"] == "3");
   CHECK(effective["tcp_user_timeout"] == "30000");
 
-  pg::ConnPtr own = pg::Connect("keepalives_idle=42 tcp_user_timeout=9000 connect_timeout=3",
+  pg::ConnPtr own = pg::Connect(pg::ParseConninfo("keepalives_idle=42 tcp_user_timeout=9000 connect_timeout=3", "test"),
                                 "connection_test", "test");
   effective = Effective(own.get());
   CHECK(effective["keepalives_idle"] == "42");
@@ -59,11 +59,11 @@ TEST_CASE("library connections get timeouts and keepalives unless the conninfo s
 }
 
 TEST_CASE("library connections pin search_path after the caller's options") {
-  pg::ConnPtr plain = pg::Connect("", "connection_test", "test");
+  pg::ConnPtr plain = pg::Connect(pg::ParseConninfo("", "test"), "connection_test", "test");
   CHECK(Show(plain.get(), "search_path") == "pg_catalog,pg_temp");
   // The caller's own options survive; its search_path does not win.
   pg::ConnPtr own = pg::Connect(
-      "options='-c work_mem=7MB -c search_path=public'", "connection_test", "test");
+      pg::ParseConninfo("options='-c work_mem=7MB -c search_path=public'", "test"), "connection_test", "test");
   CHECK(Show(own.get(), "work_mem") == "7MB");
   CHECK(Show(own.get(), "search_path") == "pg_catalog,pg_temp");
 }

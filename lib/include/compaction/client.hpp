@@ -5,6 +5,7 @@
 // Thread safety: every member may be called from many threads at once.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -30,6 +31,11 @@ class Client {
   // the server is reachable and, when the schema is installed, that its
   // version matches (SchemaVersionMismatch otherwise).
   static Client Connect(const std::string& conninfo,
+                        ClientOptions options = {});
+  // The same with libpq keyword -> value parameters (what PQconnectdbParams
+  // takes; unset ones come from the environment), for a caller that holds
+  // them as such: nothing is rendered into a string and parsed again.
+  static Client Connect(const std::map<std::string, std::string>& params,
                         ClientOptions options = {});
 
   // Creates the schema and the system baseline when absent and records its

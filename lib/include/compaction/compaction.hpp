@@ -9,4 +9,5 @@
 #include "compaction/producer.hpp"
 #include "compaction/stats.hpp"
 #include "compaction/topic.hpp"
+#include "compaction/topic_events.hpp"
 #include "compaction/tx.hpp"

@@ -13,6 +13,14 @@
 namespace compaction::pg {
 namespace {
 
+bool Succeeded(const PGresult* result) {
+  if (result == nullptr) return false;
+  const ExecStatusType status = PQresultStatus(result);
+  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+}
+
+}  // namespace
+
 std::string TrimmedErrorMessage(PGconn* conn) {
   std::string message = conn ? PQerrorMessage(conn) : "no connection";
   while (!message.empty() &&
@@ -21,14 +29,6 @@ std::string TrimmedErrorMessage(PGconn* conn) {
   }
   return message.empty() ? "unknown libpq error" : message;
 }
-
-bool Succeeded(const PGresult* result) {
-  if (result == nullptr) return false;
-  const ExecStatusType status = PQresultStatus(result);
-  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
-}
-
-}  // namespace
 
 std::vector<const char*> Params::Pointers() const {
   std::vector<const char*> out;
@@ -264,9 +264,9 @@ constexpr std::pair<const char*, const char*> kConnectionDefaults[] = {
     {"tcp_user_timeout", "30000"},
 };
 
-// The caller's conninfo as keyword/value pairs (only what it sets).
-std::map<std::string, std::string> ParseConninfo(const std::string& conninfo,
-                                                 const char* operation) {
+}  // namespace
+
+ConnParams ParseConninfo(const std::string& conninfo, const char* operation) {
   // libpq's parse errors quote the offending text, which can be a password:
   // say only that it is wrong.
   char* parse_error = nullptr;
@@ -276,7 +276,7 @@ std::map<std::string, std::string> ParseConninfo(const std::string& conninfo,
     throw InvalidArgument(operation,
                           "conninfo is not a valid libpq connection string or URI");
   }
-  std::map<std::string, std::string> params;
+  ConnParams params;
   for (PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
     if (o->val != nullptr) params[o->keyword] = o->val;
   }
@@ -284,17 +284,13 @@ std::map<std::string, std::string> ParseConninfo(const std::string& conninfo,
   return params;
 }
 
-}  // namespace
-
 std::string PinnedOptions(std::string options) {
   // Appended last, so it wins over an earlier -c search_path of the caller.
   if (!options.empty()) options += ' ';
   return options + kPinSearchPath;
 }
 
-ConnPtr Connect(const std::string& conninfo,
-                const std::string& application_name, const char* operation) {
-  std::map<std::string, std::string> params = ParseConninfo(conninfo, operation);
+ConnParams ForConnection(ConnParams params) {
   // Every other role is untrusted: with pg_catalog first (and nothing else
   // searched for functions and operators), no object anyone created in
   // public or in a schema of a database-level search_path can stand in for
@@ -309,17 +305,25 @@ ConnPtr Connect(const std::string& conninfo,
                           std::getenv("PGCONNECT_TIMEOUT") != nullptr;
     if (params.count(key) == 0 && !from_env) params[key] = value;
   }
-  // The client's application_name wins over the conninfo's.
-  params["application_name"] = application_name;
-  std::vector<const char*> keywords;
-  std::vector<const char*> values;
+  return params;
+}
+
+ParamArrays::ParamArrays(const ConnParams& params) {
   for (const auto& [key, value] : params) {
     keywords.push_back(key.c_str());
     values.push_back(value.c_str());
   }
   keywords.push_back(nullptr);
   values.push_back(nullptr);
-  ConnPtr conn(PQconnectdbParams(keywords.data(), values.data(),
+}
+
+ConnPtr Connect(const ConnParams& params, const std::string& application_name,
+                const char* operation) {
+  ConnParams all = ForConnection(params);
+  // The client's application_name wins over the conninfo's.
+  all["application_name"] = application_name;
+  const ParamArrays arrays(all);
+  ConnPtr conn(PQconnectdbParams(arrays.keywords.data(), arrays.values.data(),
                                  /*expand_dbname=*/0));
   if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
     throw ConnectionLost(operation,

@@ -9,6 +9,7 @@
 #include <libpq-fe.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -162,12 +163,34 @@ inline constexpr const char* kPinSearchPath =
 // appended, so it wins over any search_path the caller set there.
 std::string PinnedOptions(std::string options);
 
-// Opens a connection; `conninfo` is a keyword/value string or URI. The
-// connection has search_path pinned (kPinSearchPath, appended to the
-// conninfo's or PGOPTIONS' options), and connect_timeout 10 s, TCP
-// keepalives and tcp_user_timeout 30 s unless the conninfo sets them.
-ConnPtr Connect(const std::string& conninfo,
-                const std::string& application_name, const char* operation);
+// libpq keyword -> value.
+using ConnParams = std::map<std::string, std::string>;
+
+// The keywords a conninfo (keyword/value string or URI) sets; throws
+// InvalidArgument, without quoting it, when it does not parse.
+ConnParams ParseConninfo(const std::string& conninfo, const char* operation);
+
+// `params` as every connection the library opens gets them: search_path
+// pinned (kPinSearchPath, appended to their or PGOPTIONS' options), and
+// connect_timeout 10 s, TCP keepalives and tcp_user_timeout 30 s unless
+// they set them.
+ConnParams ForConnection(ConnParams params);
+
+// Opens a connection with ForConnection(params) and `application_name`.
+// Throws ConnectionLost when it cannot.
+ConnPtr Connect(const ConnParams& params, const std::string& application_name,
+                const char* operation);
+
+// The parameter arrays PQconnectdbParams and PQconnectStartParams take;
+// valid while `params` lives.
+struct ParamArrays {
+  explicit ParamArrays(const ConnParams& params);
+  std::vector<const char*> keywords;
+  std::vector<const char*> values;
+};
+
+// libpq's error message of `conn` without the trailing newline.
+std::string TrimmedErrorMessage(PGconn* conn);
 
 // A quoted identifier, e.g. "my schema".
 std::string QuoteIdentifier(PGconn* conn, const std::string& name);

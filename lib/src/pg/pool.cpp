@@ -4,9 +4,9 @@
 
 namespace compaction::pg {
 
-Pool::Pool(std::string conninfo, std::string application_name, int size,
+Pool::Pool(ConnParams params, std::string application_name, int size,
            std::chrono::milliseconds acquire_timeout, bool prepared_statements)
-    : conninfo_(std::move(conninfo)),
+    : params_(std::move(params)),
       application_name_(std::move(application_name)),
       size_(size),
       acquire_timeout_(acquire_timeout),
@@ -41,7 +41,7 @@ Pool::Lease Pool::Acquire(const char* operation) {
   lock.unlock();
   try {
     auto conn = std::make_unique<Connection>(
-        Connect(conninfo_, application_name_, operation),
+        Connect(params_, application_name_, operation),
         prepared_statements_);
     return Lease(this, std::move(conn));
   } catch (...) {

@@ -35,7 +35,7 @@ class Connection {
 
 class Pool {
  public:
-  Pool(std::string conninfo, std::string application_name, int size,
+  Pool(ConnParams params, std::string application_name, int size,
        std::chrono::milliseconds acquire_timeout, bool prepared_statements);
 
   // A connection on loan; returned to the pool (or closed when it is broken
@@ -75,7 +75,7 @@ class Pool {
  private:
   void Release(std::unique_ptr<Connection> conn, bool discard);
 
-  const std::string conninfo_;
+  const ConnParams params_;
   const std::string application_name_;
   const int size_;
   const std::chrono::milliseconds acquire_timeout_;
