@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "compaction/detail/entry_points.hpp"
+#include "compaction/export.hpp"
 #include "compaction/options.hpp"
 #include "compaction/stats.hpp"
 #include "compaction/topic.hpp"
@@ -24,7 +25,7 @@ namespace compaction {
 inline constexpr int kSystemBaselineVersion = 1;
 inline constexpr int kTopicBaselineVersion = 1;
 
-class Client {
+class COMPACTION_EXPORT Client {
  public:
   // `conninfo` is a libpq keyword/value string or URI; empty uses the PG*
   // environment variables (and the passfile). Opens one connection to check

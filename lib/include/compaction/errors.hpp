@@ -28,9 +28,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "compaction/export.hpp"
+
 namespace compaction {
 
-class Error : public std::runtime_error {
+class COMPACTION_EXPORT Error : public std::runtime_error {
  public:
   Error(std::string operation, const std::string& message);
   // The library operation that failed, e.g. "LockCompactionHead".
@@ -41,17 +43,17 @@ class Error : public std::runtime_error {
 };
 
 // Like std::logic_error: retrying cannot help, the calling code must change.
-class UsageError : public Error {
+class COMPACTION_EXPORT UsageError : public Error {
  public:
   using Error::Error;
 };
 
-class InvalidArgument : public Error {
+class COMPACTION_EXPORT InvalidArgument : public Error {
  public:
   using Error::Error;
 };
 
-class TopicNotFound : public Error {
+class COMPACTION_EXPORT TopicNotFound : public Error {
  public:
   TopicNotFound(std::string operation, const std::string& topic_name);
   const std::string& topic_name() const noexcept { return topic_name_; }
@@ -60,7 +62,7 @@ class TopicNotFound : public Error {
   std::string topic_name_;
 };
 
-class SchemaVersionMismatch : public Error {
+class COMPACTION_EXPORT SchemaVersionMismatch : public Error {
  public:
   SchemaVersionMismatch(std::string operation, const std::string& subject,
                         int found, int expected);
@@ -82,7 +84,7 @@ class SchemaVersionMismatch : public Error {
   int expected_;
 };
 
-class MessageDecodeError : public Error {
+class COMPACTION_EXPORT MessageDecodeError : public Error {
  public:
   MessageDecodeError(std::string operation, std::int64_t message_id,
                      const std::string& reason);
@@ -92,7 +94,8 @@ class MessageDecodeError : public Error {
   std::int64_t message_id_;
 };
 
-class MessageSchemaVersionMismatch : public MessageDecodeError {
+class COMPACTION_EXPORT MessageSchemaVersionMismatch
+    : public MessageDecodeError {
  public:
   MessageSchemaVersionMismatch(std::string operation, std::int64_t message_id,
                                int stored_version, int expected_version);
@@ -106,27 +109,27 @@ class MessageSchemaVersionMismatch : public MessageDecodeError {
 
 // Every pooled connection stayed busy for ClientOptions::acquire_timeout;
 // often a thread holding Txs that then waits for one more connection.
-class PoolTimeout : public Error {
+class COMPACTION_EXPORT PoolTimeout : public Error {
  public:
   using Error::Error;
 };
 
-class ConnectionLost : public Error {
+class COMPACTION_EXPORT ConnectionLost : public Error {
  public:
   using Error::Error;
 };
 
-class CommitOutcomeUnknown : public Error {
+class COMPACTION_EXPORT CommitOutcomeUnknown : public Error {
  public:
   using Error::Error;
 };
 
-class InternalError : public Error {
+class COMPACTION_EXPORT InternalError : public Error {
  public:
   using Error::Error;
 };
 
-class DatabaseError : public Error {
+class COMPACTION_EXPORT DatabaseError : public Error {
  public:
   DatabaseError(std::string operation, std::string sqlstate,
                 const std::string& message);
@@ -137,17 +140,17 @@ class DatabaseError : public Error {
   std::string sqlstate_;
 };
 
-class LockTimeout : public DatabaseError {
+class COMPACTION_EXPORT LockTimeout : public DatabaseError {
  public:
   using DatabaseError::DatabaseError;
 };
 
-class RetryableError : public DatabaseError {
+class COMPACTION_EXPORT RetryableError : public DatabaseError {
  public:
   using DatabaseError::DatabaseError;
 };
 
-class StatementCancelled : public DatabaseError {
+class COMPACTION_EXPORT StatementCancelled : public DatabaseError {
  public:
   using DatabaseError::DatabaseError;
 };

@@ -23,6 +23,8 @@
 #include <memory>
 #include <string>
 
+#include "compaction/export.hpp"
+
 namespace compaction {
 
 class Client;
@@ -89,7 +91,7 @@ struct CompactResult {
   bool lost_claim = false;
 };
 
-class Janitor {
+class COMPACTION_EXPORT Janitor {
  public:
   explicit Janitor(Client& client);
   ~Janitor();

@@ -10,6 +10,8 @@
 
 #include <memory>
 
+#include "compaction/export.hpp"
+
 struct pg_conn;  // libpq's PGconn; no public header includes libpq-fe.h
 
 namespace compaction {
@@ -28,7 +30,7 @@ enum class TxStatus {
                // it may or may not have committed
 };
 
-class Tx {
+class COMPACTION_EXPORT Tx {
  public:
   // Wraps `connection`, which must already be inside a transaction block
   // (BEGIN issued by the caller). The caller keeps ownership and decides the

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compaction/export.hpp"
 #include "compaction/message.hpp"
 #include "compaction/options.hpp"
 #include "compaction/stats.hpp"
@@ -26,39 +27,50 @@ struct Outgoing {
   bool tombstone = false;  // stores payload NULL; payload_json is unused
 };
 
-TopicInfo RegisterTopic(ClientCore& core, const std::string& topic,
-                        const TopicConfig& config);
-void DestroyTopic(ClientCore& core, const std::string& topic);
-TopicInfo FindTopic(ClientCore& core, const std::string& topic);
-TopicStats GetTopicStats(ClientCore& core, const std::string& topic,
-                         const StatsOptions& options);
+COMPACTION_EXPORT TopicInfo RegisterTopic(ClientCore& core,
+                                          const std::string& topic,
+                                          const TopicConfig& config);
+COMPACTION_EXPORT void DestroyTopic(ClientCore& core, const std::string& topic);
+COMPACTION_EXPORT TopicInfo FindTopic(ClientCore& core,
+                                      const std::string& topic);
+COMPACTION_EXPORT TopicStats GetTopicStats(ClientCore& core,
+                                           const std::string& topic,
+                                           const StatsOptions& options);
 
-std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,
-                                  const std::string& key);
-std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
-                                  const std::string& topic,
-                                  const std::string& key,
-                                  const LockOptions& options);
+COMPACTION_EXPORT std::optional<RawStored> ReadHead(ClientCore& core,
+                                                    const std::string& topic,
+                                                    const std::string& key);
+COMPACTION_EXPORT std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
+                                                    const std::string& topic,
+                                                    const std::string& key,
+                                                    const LockOptions& options);
 // Newest first; tombstones only when `with_tombstones` (RawMessage reads).
-std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
-                                   const std::string& key, int limit,
-                                   bool with_tombstones);
-std::vector<RawStored> ListHeads(ClientCore& core, const std::string& topic,
-                                 const ListOptions& options);
+COMPACTION_EXPORT std::vector<RawStored> KeyMessages(ClientCore& core,
+                                                     const std::string& topic,
+                                                     const std::string& key,
+                                                     int limit,
+                                                     bool with_tombstones);
+COMPACTION_EXPORT std::vector<RawStored> ListHeads(ClientCore& core,
+                                                   const std::string& topic,
+                                                   const ListOptions& options);
 
 // Both resolve the topic by name: Produce through the client's cache,
 // re-resolving once when the cached topic was destroyed (and perhaps
 // re-created); ProduceInTx through the caller's transaction, unless that
 // transaction already locked or produced to the topic.
-ProduceResult Produce(ClientCore& core, const std::string& topic,
-                      const Outgoing& message, const ProduceOptions& options);
-ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
-                          const Outgoing& message,
-                          const ProduceOptions& options);
+COMPACTION_EXPORT ProduceResult Produce(ClientCore& core,
+                                        const std::string& topic,
+                                        const Outgoing& message,
+                                        const ProduceOptions& options);
+COMPACTION_EXPORT ProduceResult ProduceInTx(ClientCore& core, Tx& tx,
+                                            const std::string& topic,
+                                            const Outgoing& message,
+                                            const ProduceOptions& options);
 
 // Serializes a payload; a value nlohmann_json cannot dump (such as a string
 // with invalid UTF-8) is an InvalidArgument.
-std::string DumpPayload(const char* operation, const nlohmann::json& payload);
+COMPACTION_EXPORT std::string DumpPayload(const char* operation,
+                                          const nlohmann::json& payload);
 
 }  // namespace detail
 }  // namespace compaction
