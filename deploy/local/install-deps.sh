@@ -3,7 +3,9 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config libpq-dev postgresql-15 libboost-dev
   libboost-program-options-dev prometheus-cpp-dev nlohmann-json3-dev catch2
-  libsystemd-dev python3 python3-yaml prometheus curl groff-base)
+  libsystemd-dev python3 python3-yaml prometheus curl groff-base
+  # packaging tests: CPack's DEB generator, lintian, the image root, man -l
+  dpkg-dev file lintian mmdebstrap man-db)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

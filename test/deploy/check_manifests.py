@@ -204,9 +204,9 @@ def check_compactiond_common(label, pod, c, configmaps):
     check_tls(label, pod, c, configmaps)
 
     argv = list(c.get("command") or []) + list(c.get("args") or [])
-    check(argv[:1] == ["/usr/local/bin/compactiond"] and
+    check(argv[:1] == ["/usr/bin/compactiond"] and
           any(argv[i:i + 2] == ["--config", CONFIG_FILE] for i in range(len(argv))),
-          f"{where}: runs /usr/local/bin/compactiond --config {CONFIG_FILE}", f"argv={argv}")
+          f"{where}: runs /usr/bin/compactiond --config {CONFIG_FILE}", f"argv={argv}")
 
     volumes = {v.get("name"): v for v in pod.get("volumes") or []}
     mounts = [m for m in c.get("volumeMounts") or [] if m.get("mountPath") == CONFIG_DIR]
