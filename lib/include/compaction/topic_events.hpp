@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "compaction/export.hpp"
+
 namespace compaction {
 
 inline constexpr const char* kTopicEventChannel = "compaction_topics";
@@ -45,8 +47,8 @@ inline constexpr std::size_t kMaxTopicEventFieldBytes = 256;
 
 // The event in `payload`, or nullopt with a reason in `*why` (when `why` is
 // not null). Pure; thread-safe.
-std::optional<TopicEvent> ParseTopicEvent(std::string_view payload,
-                                          std::string* why);
+COMPACTION_EXPORT std::optional<TopicEvent> ParseTopicEvent(
+    std::string_view payload, std::string* why);
 
 // A dedicated connection that LISTENs on kTopicEventChannel, driven in
 // bounded waits so that the owning thread can check for shutdown between
@@ -55,7 +57,7 @@ std::optional<TopicEvent> ParseTopicEvent(std::string_view payload,
 //
 // Lifetime: closes its connection on destruction. Thread safety: one
 // thread at a time.
-class TopicEventListener {
+class COMPACTION_EXPORT TopicEventListener {
  public:
   struct Notification {
     std::optional<TopicEvent> event;  // nullopt: refused, see `why`
