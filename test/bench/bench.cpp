@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -69,8 +70,21 @@ struct Options {
   std::string scripts;
   std::set<std::string> only;  // empty: everything
   std::set<std::string> variants;  // empty: every variant
+  std::set<std::string> skip;  // sections left out (e.g. the smoke's "log")
   std::string schema;
   int keys = 10000;
+  // Log compaction (section "log"; RESULTS.md, run H-log).
+  double log_seconds = 70;          // storage-bound run
+  double log_retention_s = 10;      // its retention
+  int log_rate = 500;               // messages/s per topic in that run
+  int log_keys = 1000;              // keys in that run
+  double log_phase = 5;             // cleaner vs no-cleaner phase length
+  int log_cycles = 4;               // phase pairs per workload
+  int log_threads = 16;             // client threads in those phases
+  long log_removable = 1000000;     // delete-rate data
+  int log_delete_rounds = 3;
+  double log_delete_cap = 60;       // seconds per cleaner method
+  std::vector<long> log_heads = {100000, 1000000, 10000000};  // idle-pass sizes
 };
 
 std::vector<int> ParseInts(const std::string& s) {
@@ -265,6 +279,17 @@ class Bench {
   void JanitorSection();
   void StatsSection();
 
+  // log compaction (Janitor::CompactLog)
+  void LogSection();
+  void LogStorage();
+  void LogThroughput();
+  void LogDeleteRate();
+  void LogIdlePass();
+  std::int64_t RegisterLogTopic(Client& client, const std::string& name, double retention_s);
+  void ResetCleaner(const std::string& topic);
+  void CheckHeads(const std::string& topic, const std::string& when);
+  std::string CleanerStatements();
+
   // report
   void Report();
 
@@ -279,7 +304,7 @@ class Bench {
   std::map<std::string, std::int64_t> topic_ids_;
   std::vector<Cell> cells_;
   std::vector<std::string> settings_;
-  std::vector<std::string> janitor_md_, stats_md_, sqlcheck_md_, errors_;
+  std::vector<std::string> janitor_md_, stats_md_, sqlcheck_md_, log_md_, errors_;
   bool pgss_ = false;
   std::uint64_t cell_seq_ = 0;
   int postmaster_ = 0;
@@ -1080,6 +1105,646 @@ void Bench::StatsSection() {
   std::fprintf(stderr, "  ListTopicStats over %d topics: p50 %.1f ms\n", total_topics, d.p50);
 }
 
+// ---------------------------------------------------------- log compaction
+// Janitor::CompactLog (issue 14): storage bound, cost to the writers, delete
+// rate, and the cost of a pass with nothing to do. RESULTS.md, run H-log.
+
+// compactiond's cleaner settings (daemon/config.hpp defaults).
+compaction::SweepOptions DaemonSweepOptions() {
+  compaction::SweepOptions so;
+  so.batch_size = 1000;
+  so.max_batches = 100;
+  so.batch_pause = std::chrono::milliseconds(10);
+  so.duty_cycle = 0.5;
+  return so;
+}
+
+// compactiond's cleaner interval: clamp(retention / 2, 1 s, 5 min).
+std::chrono::milliseconds CleanerInterval(double retention_s) {
+  const double s = std::clamp(retention_s / 2, 1.0, 300.0);
+  return std::chrono::milliseconds((long)std::lround(s * 1000));
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+std::string Join(const std::vector<double>& v, int prec) {
+  std::string out;
+  for (double x : v) out += (out.empty() ? "" : " / ") + Fmt(x, prec);
+  return out;
+}
+
+// Runs CompactLog passes on `topic` every `interval` (measured from each
+// pass's start, as compactiond's timer does) until `stop`.
+class CleanerLoop {
+ public:
+  CleanerLoop(Client& client, std::string topic, std::chrono::milliseconds interval,
+              compaction::SweepOptions so)
+      : janitor_(client), thread_([this, topic, interval, so] { Loop(topic, interval, so); }) {}
+  ~CleanerLoop() { Stop(); }
+  void Stop() {
+    {
+      std::lock_guard l(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::int64_t deleted() const { return deleted_; }
+  int passes() const { return passes_; }
+  const std::vector<double>& pass_ms() const { return pass_ms_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  void Loop(const std::string& topic, std::chrono::milliseconds interval,
+            const compaction::SweepOptions& so) {
+    for (;;) {
+      const auto t0 = Clock::now();
+      try {
+        auto r = janitor_.CompactLog(topic, so);
+        deleted_ += r.deleted_messages;
+        ++passes_;
+        pass_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      } catch (const std::exception& e) {
+        error_ = e.what();
+        return;
+      }
+      std::unique_lock l(m_);
+      if (cv_.wait_until(l, t0 + interval, [&] { return stop_; })) return;
+    }
+  }
+  compaction::Janitor janitor_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<std::int64_t> deleted_{0};
+  std::atomic<int> passes_{0};
+  std::vector<double> pass_ms_;
+  std::string error_;
+  std::thread thread_;
+};
+
+// One SVG with a panel per series group: x = seconds, lines per series.
+struct Series {
+  std::string name, color;
+  std::vector<std::pair<double, double>> points;
+};
+void WriteSvg(const fs::path& path, const std::string& title,
+              const std::vector<std::pair<std::string, std::vector<Series>>>& panels) {
+  const int pw = 560, ph = 360, ml = 80, mr = 20, mt = 50, mb = 50;
+  const int width = (int)panels.size() * pw;
+  std::ofstream out(path);
+  out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << ph + 30
+      << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
+      << "<text x='" << width / 2 << "' y='20' text-anchor='middle' font-size='14'>" << title << "</text>\n";
+  for (size_t p = 0; p < panels.size(); ++p) {
+    const int x0 = (int)p * pw + ml, y0 = mt, w = pw - ml - mr, h = ph - mt - mb + 30;
+    double xmax = 1, ymax = 1;
+    for (auto& s : panels[p].second)
+      for (auto& [x, y] : s.points) xmax = std::max(xmax, x), ymax = std::max(ymax, y);
+    // A round upper bound: 1, 2 or 5 times a power of ten.
+    auto nice = [](double v) {
+      const double e = std::pow(10, std::floor(std::log10(v)));
+      for (double m : {1.0, 2.0, 5.0, 10.0}) if (m * e >= v) return m * e;
+      return 10 * e;
+    };
+    ymax = nice(ymax * 1.05);
+    xmax = std::ceil(xmax / 10) * 10;
+    auto X = [&](double x) { return x0 + w * x / xmax; };
+    auto Y = [&](double y) { return y0 + h - h * y / ymax; };
+    out << "<text x='" << x0 + w / 2 << "' y='" << y0 - 12 << "' text-anchor='middle'>" << panels[p].first << "</text>\n";
+    for (int i = 0; i <= 5; ++i) {
+      const double yv = ymax * i / 5, xv = xmax * i / 5;
+      out << "<line x1='" << x0 << "' x2='" << x0 + w << "' y1='" << Y(yv) << "' y2='" << Y(yv)
+          << "' stroke='#ddd'/>\n<text x='" << x0 - 6 << "' y='" << Y(yv) + 4 << "' text-anchor='end'>"
+          << Fmt(yv, ymax < 10 ? 1 : 0) << "</text>\n<text x='" << X(xv) << "' y='" << y0 + h + 16
+          << "' text-anchor='middle'>" << Fmt(xv) << "</text>\n";
+    }
+    out << "<rect x='" << x0 << "' y='" << y0 << "' width='" << w << "' height='" << h
+        << "' fill='none' stroke='black'/>\n<text x='" << x0 + w / 2 << "' y='" << y0 + h + 34
+        << "' text-anchor='middle'>seconds</text>\n";
+    int row = 0;
+    for (auto& s : panels[p].second) {
+      out << "<polyline fill='none' stroke-width='2' stroke='" << s.color << "' points='";
+      for (auto& [x, y] : s.points) out << Fmt(X(x), 1) << "," << Fmt(Y(y), 1) << " ";
+      out << "'/>\n<text x='" << x0 + 10 << "' y='" << y0 + 16 + 16 * row++ << "' fill='" << s.color
+          << "'>" << s.name << "</text>\n";
+    }
+  }
+  out << "</svg>\n";
+}
+
+std::int64_t Bench::RegisterLogTopic(Client& client, const std::string& name, double retention_s) {
+  compaction::TopicConfig config;
+  config.retention = std::chrono::milliseconds((long)std::lround(retention_s * 1000));
+  const std::int64_t id = client.Topic<Counter>(name).Register(config).id;
+  // Every measurement vacuums these tables itself, at known moments.
+  for (auto& tab : {Head(name), Msg(name)}) {
+    mon_.Exec("ALTER TABLE " + tab + " SET (autovacuum_enabled = false)");
+  }
+  return id;
+}
+
+// Back to an empty log: truncated tables, the cleaner's position at 0.
+void Bench::ResetCleaner(const std::string& topic) {
+  mon_.Exec("TRUNCATE " + Head(topic) + ", " + Msg(topic) + " RESTART IDENTITY");
+  mon_.Exec("UPDATE " + q_ + ".log_cleaner_state SET position = 0, pending_position = NULL, "
+            "pending_xmax = NULL, tombstone_position = 0, tombstone_pending_position = NULL, "
+            "tombstone_pending_xmax = NULL, next_created_at = NULL WHERE topic_id = $1",
+            {std::to_string(TopicId(topic))});
+}
+
+// The invariant of DESIGN.md section 8: every head names an existing message.
+void Bench::CheckHeads(const std::string& topic, const std::string& when) {
+  const std::int64_t lost = mon_.Int("SELECT count(*) FROM " + Head(topic) + " h WHERE h.head_id IS NOT NULL AND "
+                                     "NOT EXISTS (SELECT 1 FROM " + Msg(topic) + " m WHERE m.id = h.head_id)");
+  if (lost) errors_.push_back("log " + topic + " " + when + ": " + std::to_string(lost) + " heads name a missing message");
+}
+
+// Server-side cost of the cleaner's statements since the last
+// pg_stat_statements_reset(): calls, mean ms, buffers per call.
+std::string Bench::CleanerStatements() {
+  if (!pgss_) return "(pg_stat_statements not preloaded)";
+  Res r = mon_.Exec(
+      "SELECT coalesce(substring(query from '/\\* (compaction:[A-Za-z:]+) \\*/'), left(regexp_replace(query, '\\s+', ' ', 'g'), 60)), "
+      "calls, round(mean_exec_time::numeric, 3), round((shared_blks_hit + shared_blks_read)::numeric / calls, 1) "
+      "FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE 'VACUUM%' "
+      "AND query NOT LIKE '%log_cleaner_state SET position = 0%' AND calls > 0 ORDER BY total_exec_time DESC LIMIT 12");
+  std::string out = "| statement | calls | mean ms | buffers/call |\n|---|---|---|---|\n";
+  for (int i = 0; i < PQntuples(r.get()); ++i) {
+    std::string q = PQgetvalue(r.get(), i, 0);
+    for (char& c : q) if (c == '|') c = '/';
+    out += "| `" + q + "` | " + PQgetvalue(r.get(), i, 1) + " | " + PQgetvalue(r.get(), i, 2) + " | " +
+           PQgetvalue(r.get(), i, 3) + " |\n";
+  }
+  return out;
+}
+
+void Bench::LogSection() {
+  auto part = [&](const char* name, void (Bench::*fn)()) {
+    if (!o_.only.empty() && !o_.only.count("log") && !o_.only.count(name)) return;
+    try {
+      (this->*fn)();
+    } catch (const std::exception& e) {
+      errors_.push_back(std::string(name) + " failed: " + e.what());
+      std::fprintf(stderr, "%s failed: %s\n", name, e.what());
+    }
+    Report();
+  };
+  part("log-storage", &Bench::LogStorage);
+  part("log-tput", &Bench::LogThroughput);
+  part("log-delete", &Bench::LogDeleteRate);
+  part("log-idle", &Bench::LogIdlePass);
+}
+
+// (1) Storage bound: the same keys and steady rate into two topics at once,
+// the cleaner on one of them; every second VACUUM each log and sample its
+// live rows and size.
+void Bench::LogStorage() {
+  const double ret = o_.log_retention_s;
+  const auto interval = CleanerInterval(ret);
+  const int keys = o_.log_keys, rate = o_.log_rate, per_topic_threads = 2;
+  Client client = Client::Connect("", ClientOptions{o_.schema, 2 * per_topic_threads + 1, "bench-log-store"});
+  Client cleaner_client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
+  const std::vector<std::string> topics = {"log-clean", "log-keep"};
+  for (auto& t : topics) {
+    RegisterLogTopic(client, t, ret);
+    ResetCleaner(t);
+    Populate(t, keys);
+    mon_.Exec("VACUUM ANALYZE " + Msg(t));
+  }
+  std::fprintf(stderr, "log storage: %d keys, %d msg/s per topic, retention %.0f s, cleaner every %lld ms, %.0f s\n",
+               keys, rate, ret, (long long)interval.count(), o_.log_seconds);
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> produced[2] = {0, 0};
+  std::vector<std::thread> producers;
+  const auto start = Clock::now();
+  for (int ti = 0; ti < 2; ++ti) {
+    for (int k = 0; k < per_topic_threads; ++k) {
+      producers.emplace_back([&, ti, k] {
+        auto producer = client.Topic<Counter>(topics[ti]).RegisterProducer();
+        std::mt19937_64 rng(77 + ti * 13 + k);
+        // A fixed schedule, so both topics see the same steady rate.
+        const auto step = std::chrono::duration<double>((double)per_topic_threads / rate);
+        auto next = start;
+        for (std::int64_t n = 1; !stop; ++n) {
+          const std::string key = std::to_string(std::uniform_int_distribution<int>(1, keys)(rng));
+          try {
+            producer.Produce(Counter{n}, ProduceOptions{key, CompactionOptions{0}});
+            ++produced[ti];
+          } catch (const std::exception& e) {
+            ++total_errors_;
+            std::fprintf(stderr, "log producer: %s\n", e.what());
+          }
+          next += std::chrono::duration_cast<Clock::duration>(step);
+          std::this_thread::sleep_until(next);
+        }
+      });
+    }
+  }
+  CleanerLoop cleaner(cleaner_client, topics[0], interval, DaemonSweepOptions());
+  struct Sample { double t; std::int64_t rows[2], heap[2], total[2], produced[2]; };
+  std::vector<Sample> samples;
+  for (int i = 1; i <= (int)std::lround(o_.log_seconds); ++i) {
+    std::this_thread::sleep_until(start + std::chrono::seconds(i));
+    Sample s{};
+    s.t = std::chrono::duration<double>(Clock::now() - start).count();
+    for (int ti = 0; ti < 2; ++ti) {
+      mon_.Exec("VACUUM " + Msg(topics[ti]));
+      Res r = mon_.Exec("SELECT (SELECT count(*) FROM " + Msg(topics[ti]) + "), pg_relation_size('" + Msg(topics[ti]) +
+                        "'), pg_total_relation_size('" + Msg(topics[ti]) + "')");
+      s.rows[ti] = std::stoll(PQgetvalue(r.get(), 0, 0));
+      s.heap[ti] = std::stoll(PQgetvalue(r.get(), 0, 1));
+      s.total[ti] = std::stoll(PQgetvalue(r.get(), 0, 2));
+      s.produced[ti] = produced[ti];
+    }
+    samples.push_back(s);
+  }
+  stop = true;
+  for (auto& th : producers) th.join();
+  cleaner.Stop();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!cleaner.error().empty()) errors_.push_back("log storage cleaner: " + cleaner.error());
+  for (auto& t : topics) CheckHeads(t, "after the storage run");
+
+  std::ofstream dat(fs::path(o_.out) / "log_storage.dat");
+  dat << "# t rows_clean heap_clean total_clean rows_keep heap_keep total_keep produced_clean produced_keep\n";
+  for (auto& s : samples) {
+    dat << Fmt(s.t, 2) << " " << s.rows[0] << " " << s.heap[0] << " " << s.total[0] << " " << s.rows[1] << " "
+        << s.heap[1] << " " << s.total[1] << " " << s.produced[0] << " " << s.produced[1] << "\n";
+  }
+  std::vector<Series> rows(2), size(2);
+  const char* colors[] = {"#1f77b4", "#d62728"};
+  const char* names[] = {"cleaner on (CompactLog every ", "no cleaner"};
+  for (int ti = 0; ti < 2; ++ti) {
+    rows[ti].name = size[ti].name = ti == 0 ? names[0] + Fmt(interval.count() / 1000.0, 1) + " s)" : names[1];
+    rows[ti].color = size[ti].color = colors[ti];
+    for (auto& s : samples) {
+      rows[ti].points.push_back({s.t, (double)s.rows[ti]});
+      size[ti].points.push_back({s.t, s.total[ti] / 1048576.0});
+    }
+  }
+  WriteSvg(fs::path(o_.out) / "log_storage.svg",
+           std::to_string(keys) + " keys, " + std::to_string(rate) + " produces/s per topic, retention " + Fmt(ret) +
+               " s; sampled every second after VACUUM",
+           {{"live message rows", rows}, {"message table + indexes, MB (pg_total_relation_size)", size}});
+
+  // The bound of issue 14's daemon test: keys + rate x (retention + 2 x interval).
+  const double bound = keys + rate * (ret + 2 * interval.count() / 1000.0);
+  const double settle = ret + 2 * interval.count() / 1000.0;
+  auto at = [&](double t) -> const Sample& {
+    for (auto& s : samples) if (s.t >= t) return s;
+    return samples.back();
+  };
+  std::int64_t max_rows = 0, max_total_late = 0, min_total_late = std::numeric_limits<std::int64_t>::max();
+  for (auto& s : samples) {
+    max_rows = std::max(max_rows, s.rows[0]);
+    if (s.t >= settle) {
+      max_total_late = std::max(max_total_late, s.total[0]);
+      min_total_late = std::min(min_total_late, s.total[0]);
+    }
+  }
+  if (max_total_late == 0) min_total_late = 0;
+  log_md_.push_back("#### Storage bound\n");
+  log_md_.push_back(std::to_string(keys) + " keys (1.." + std::to_string(keys) + ", one head each before the start), " +
+                    std::to_string(per_topic_threads) + " threads per topic producing compacted messages on random keys "
+                    "on a fixed schedule of " + std::to_string(rate) + " messages/s per topic, " + Fmt(seconds, 1) +
+                    " s, two topics side by side with retention " + Fmt(ret) + " s: `log-clean` with the cleaner "
+                    "(`CompactLog` every " + Fmt(interval.count() / 1000.0, 1) + " s = clamp(retention / 2, 1 s, 5 min), "
+                    "compactiond's sweep options: batch 1000, max_batches 100, batch_pause 10 ms, duty_cycle 0.5), "
+                    "`log-keep` without. Every second: `VACUUM` of each message table, then `count(*)` and "
+                    "`pg_total_relation_size` (heap + indexes). Data: `log_storage.dat`; plot: `log_storage.svg`.\n");
+  log_md_.push_back("| t (s) | produced (clean / keep) | rows, cleaner on | rows, no cleaner | MB, cleaner on | MB, no cleaner |");
+  log_md_.push_back("|---|---|---|---|---|---|");
+  for (double t : {5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 1e9}) {
+    if (t < 1e9 && t > samples.back().t - 0.5) continue;
+    const Sample& s = at(t);
+    log_md_.push_back("| " + Fmt(s.t) + " | " + std::to_string(s.produced[0]) + " / " + std::to_string(s.produced[1]) +
+                      " | " + std::to_string(s.rows[0]) + " | " + std::to_string(s.rows[1]) + " | " +
+                      Fmt(s.total[0] / 1048576.0, 2) + " | " + Fmt(s.total[1] / 1048576.0, 2) + " |");
+  }
+  log_md_.push_back("");
+  log_md_.push_back("Cleaner on: at most " + std::to_string(max_rows) + " live rows (bound keys + rate x (retention + 2 x "
+                    "interval) = " + Fmt(bound) + ": " + (max_rows <= bound ? "held" : "**exceeded**") +
+                    "); after t = " + Fmt(settle) + " s the table's size stayed within " +
+                    Fmt(min_total_late / 1048576.0, 2) + ".." + Fmt(max_total_late / 1048576.0, 2) + " MB. " +
+                    std::to_string(cleaner.passes()) + " passes deleted " + std::to_string(cleaner.deleted()) +
+                    " messages, pass p50 " + Fmt(Median(cleaner.pass_ms()), 1) + " ms. No cleaner: " +
+                    std::to_string(samples.back().rows[1]) + " rows, " + Fmt(samples.back().total[1] / 1048576.0, 2) +
+                    " MB at the end.\n");
+  std::fprintf(stderr, "  storage: cleaner max %lld rows (bound %.0f), end %.2f MB; no cleaner end %lld rows %.2f MB\n",
+               (long long)max_rows, bound, samples.back().total[0] / 1048576.0, (long long)samples.back().rows[1],
+               samples.back().total[1] / 1048576.0);
+}
+
+// (2) The writers' cost: produce and increment phases with the cleaner
+// running (compactiond's interval and pacing for a 2 s retention, so it
+// deletes all the time) and without, alternating ABBA.
+void Bench::LogThroughput() {
+  const std::string topic = "log-tput";
+  const double ret = 2;
+  const auto interval = CleanerInterval(ret);
+  Client client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
+  RegisterLogTopic(client, topic, ret);
+  ResetCleaner(topic);
+  Populate(topic, o_.keys);
+  const double saved = o_.duration;
+  o_.duration = o_.log_phase;
+  const int threads = o_.log_threads;
+  log_md_.push_back("#### Writers with the cleaner running vs not\n");
+  log_md_.push_back(std::to_string(threads) + " threads on " + std::to_string(o_.keys) +
+                    " keys of topic `log-tput` (retention 2 s), " + Fmt(o_.log_phase, 1) + " s phases, " +
+                    std::to_string(o_.log_cycles) + " cycles per workload in ABBA order (no cleaner, cleaner; "
+                    "cleaner, no cleaner; ...). Cleaner phase: `CompactLog` every " + Fmt(interval.count() / 1000.0, 1) +
+                    " s (compactiond's interval for 2 s retention) with compactiond's sweep options; every pass "
+                    "deletes what the writers produced since the one before. VACUUM of head and message table "
+                    "before each phase. Ratio per cycle = cleaner phase / its no-cleaner neighbour.\n");
+  log_md_.push_back("| workload | tx/s no cleaner (per cycle) | tx/s cleaner | throughput ratio per cycle | median | "
+                    "p99 us no cleaner | p99 us cleaner | p99 ratio per cycle | median | deleted during cleaner phases |");
+  log_md_.push_back("|---|---|---|---|---|---|---|---|---|---|");
+  std::vector<std::string> cost;
+  for (const std::string w : {"produce", "inc"}) {
+    std::vector<double> tps[2], p99[2], rt, rp;
+    std::int64_t deleted = 0;
+    double clean_seconds = 0;
+    if (pgss_) mon_.Exec("SELECT pg_stat_statements_reset()");
+    for (int cycle = 0; cycle < o_.log_cycles; ++cycle) {
+      double cyc_tps[2] = {0, 0}, cyc_p99[2] = {0, 0};
+      for (int k = 0; k < 2; ++k) {
+        const bool clean = (cycle % 2 == 0) ? k == 1 : k == 0;
+        mon_.Exec("VACUUM " + Head(topic));
+        mon_.Exec("VACUUM " + Msg(topic));
+        std::unique_ptr<CleanerLoop> cleaner;
+        if (clean) cleaner = std::make_unique<CleanerLoop>(client, topic, interval, DaemonSweepOptions());
+        Cell c = RunLibrary(w, threads, topic);
+        if (cleaner) {
+          cleaner->Stop();
+          clean_seconds += c.seconds;
+          deleted += cleaner->deleted();
+          if (!cleaner->error().empty()) errors_.push_back("log tput cleaner: " + cleaner->error());
+        }
+        cyc_tps[clean] = c.seconds > 0 ? c.tx / c.seconds : 0;
+        cyc_p99[clean] = Percentiles(c.lat_us).p99;
+        tps[clean].push_back(cyc_tps[clean]);
+        p99[clean].push_back(cyc_p99[clean]);
+      }
+      if (cyc_tps[0] > 0) rt.push_back(cyc_tps[1] / cyc_tps[0]);
+      if (cyc_p99[0] > 0) rp.push_back(cyc_p99[1] / cyc_p99[0]);
+    }
+    log_md_.push_back("| " + std::string(w == "inc" ? "increment (lock + produce)" : "produce") + " | " + Join(tps[0], 0) +
+                      " | " + Join(tps[1], 0) + " | " + Join(rt, 2) + " | **" + Fmt(Median(rt), 2) + "** (goal >= 0.90) | " +
+                      Join(p99[0], 0) + " | " + Join(p99[1], 0) + " | " + Join(rp, 2) + " | **" + Fmt(Median(rp), 2) +
+                      "**" + (w == "inc" ? " (goal <= 1.15)" : "") + " | " + std::to_string(deleted) + " |");
+    std::fprintf(stderr, "  log tput %s: throughput ratio median %.2f, p99 ratio median %.2f\n", w.c_str(), Median(rt),
+                 Median(rp));
+    // What the cleaner cost the server: its statements' execution time
+    // (the topic's only CompactLog, so pg_stat_statements has just its).
+    if (pgss_ && clean_seconds > 0) {
+      Res r = mon_.Exec("SELECT coalesce(sum(total_exec_time), 0), coalesce(sum(total_exec_time) FILTER (WHERE query LIKE "
+                        "'%compaction:CompactLog:messages%'), 0), coalesce(sum(shared_blks_hit + shared_blks_read) "
+                        "FILTER (WHERE query LIKE '%compaction:CompactLog:messages%'), 0) FROM pg_stat_statements "
+                        "WHERE query LIKE '%log_cleaner_state%' OR query LIKE '%compaction:CompactLog%'");
+      const double all_ms = std::stod(PQgetvalue(r.get(), 0, 0)), msg_ms = std::stod(PQgetvalue(r.get(), 0, 1));
+      const double blks = std::stod(PQgetvalue(r.get(), 0, 2));
+      const double rows = std::max<std::int64_t>(deleted, 1);
+      cost.push_back("| " + w + " | " + Fmt(clean_seconds, 1) + " | " + std::to_string(deleted) + " | " +
+                     Fmt(deleted / clean_seconds) + " | " + Fmt(all_ms / 1000 / clean_seconds, 2) + " | " +
+                     Fmt(1000 * msg_ms / rows, 1) + " | " + Fmt(blks / rows, 1) + " |");
+    }
+  }
+  log_md_.push_back("");
+  if (!cost.empty()) {
+    log_md_.push_back("The cleaner's own cost in those phases (pg_stat_statements over its statements; execution time, "
+                      "not waiting for a client):\n");
+    log_md_.push_back("| workload | cleaner phase s | rows deleted | rows/s | server s per s (cores) | messages step us per "
+                      "deleted row | buffers per deleted row |");
+    log_md_.push_back("|---|---|---|---|---|---|---|");
+    for (auto& c : cost) log_md_.push_back(c);
+    log_md_.push_back("");
+  }
+  CheckHeads(topic, "after the throughput phases");
+  o_.duration = saved;
+}
+
+// (3a) Delete rate: the same log built before each method: keys with many
+// versions each (interleaved in id order, as writers leave them), all out
+// of retention; the non-heads removed by one unbounded DELETE or by
+// CompactLog passes.
+void Bench::LogDeleteRate() {
+  const std::string topic = "log-del";
+  const int keys = o_.short_mode ? 100 : 10000;
+  const long versions = o_.log_removable / keys + 1;
+  const long removable = (versions - 1) * keys;
+  Client client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
+  RegisterLogTopic(client, topic, 600);  // 10 min; the data is 1 h old
+  auto build = [&] {
+    ResetCleaner(topic);
+    const auto t0 = Clock::now();
+    mon_.Exec("INSERT INTO " + Msg(topic) + " (message_key, schema_version, compaction_rank, payload, created_at) "
+              "SELECT (i % " + std::to_string(keys) + ")::text, 1, 0, jsonb_build_object('value', i), "
+              "now() - interval '1 hour' + i * interval '1 microsecond' FROM generate_series(0, " +
+              std::to_string(keys * versions - 1) + ") i");
+    mon_.Exec("INSERT INTO " + Head(topic) + " (message_key, head_id, schema_version, compaction_rank, created_at, "
+              "updated_at, idle_since) SELECT message_key, max(id), 1, 0, now(), now(), NULL FROM " + Msg(topic) +
+              " GROUP BY message_key");
+    mon_.Exec("VACUUM ANALYZE " + Msg(topic));
+    mon_.Exec("VACUUM ANALYZE " + Head(topic));
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  // `diag`: the same with enable_bitmapscan off for the cleaner's sessions
+  // (a diagnostic of the older-versions scan, RESULTS.md run H-log).
+  struct Method { std::string name; int batch; bool daemon; bool once; bool diag; };
+  const std::vector<Method> methods = {
+      {"one unbounded DELETE", 0, false, false, false},
+      {"CompactLog batch 1000, unpaced", 1000, false, false, false},
+      {"CompactLog batch 10000, unpaced", 10000, false, true, false},
+      {"CompactLog, compactiond's options (batch 1000, pause 10 ms, duty 0.5)", 1000, true, true, false},
+      {"CompactLog batch 1000, unpaced, enable_bitmapscan = off (diagnostic)", 1000, false, true, true}};
+  std::map<std::string, std::vector<double>> rates, walb;
+  std::map<std::string, std::string> done_rows;
+  std::map<std::string, int> passes;
+  std::string statements;
+  double build_s = 0;
+  for (int round = 0; round < o_.log_delete_rounds; ++round) {
+    for (const Method& m : methods) {
+      if (m.once && round > 0) continue;
+      build_s = build();
+      if (m.diag) mon_.Exec("ALTER ROLE CURRENT_USER SET enable_bitmapscan = off");
+      Client cleaner_client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
+      if (pgss_) mon_.Exec("SELECT pg_stat_statements_reset()");
+      const std::int64_t wal0 = Snapshot().wal;
+      const auto t0 = Clock::now();
+      std::int64_t deleted = 0;
+      int np = 0;
+      bool capped = false;
+      if (m.batch == 0) {
+        Res r = mon_.Exec("DELETE FROM " + Msg(topic) + " m WHERE m.created_at < now() - (SELECT retention_ms FROM " + q_ +
+                          ".topic WHERE name = $1) * interval '1 millisecond' AND NOT EXISTS (SELECT 1 FROM " +
+                          Head(topic) + " h WHERE h.message_key = m.message_key AND h.head_id = m.id)", {topic});
+        deleted = std::stoll(PQcmdTuples(r.get()));
+        np = 1;
+      } else {
+        compaction::Janitor janitor(cleaner_client);
+        compaction::SweepOptions so = m.daemon ? DaemonSweepOptions() : compaction::SweepOptions{};
+        so.batch_size = m.batch;
+        // Passes of 100,000 rows, so the time cap is checked between them.
+        so.max_batches = std::max(1, 100000 / m.batch);
+        so.statement_timeout = std::chrono::minutes(5);
+        for (;;) {
+          auto r = janitor.CompactLog(topic, so);
+          deleted += r.deleted_messages;
+          ++np;
+          if (r.deleted_messages == 0 && !r.stopped_at_limit) break;
+          if (std::chrono::duration<double>(Clock::now() - t0).count() > o_.log_delete_cap) {
+            capped = true;
+            break;
+          }
+        }
+      }
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      const std::int64_t wal = Snapshot().wal - wal0;
+      if (m.diag) mon_.Exec("ALTER ROLE CURRENT_USER RESET enable_bitmapscan");
+      if (round == 0 && m.batch == 1000 && !m.daemon && !m.diag) statements = CleanerStatements();
+      const std::int64_t left = mon_.Int("SELECT count(*) FROM " + Msg(topic));
+      if (!capped && (deleted != removable || left != keys)) {
+        errors_.push_back("log delete " + m.name + ": deleted " + std::to_string(deleted) + " of " +
+                          std::to_string(removable) + ", " + std::to_string(left) + " rows left (want " +
+                          std::to_string(keys) + ")");
+      }
+      CheckHeads(topic, "after " + m.name);
+      rates[m.name].push_back(deleted / s);
+      walb[m.name].push_back((double)wal / std::max<std::int64_t>(deleted, 1));
+      passes[m.name] = np;
+      done_rows[m.name] += (done_rows[m.name].empty() ? "" : " / ") + std::to_string(deleted) + " in " + Fmt(s, 1) +
+                           " s" + (capped ? " (time cap)" : "");
+      std::fprintf(stderr, "  log delete %s: %lld rows in %.2f s (%.0f rows/s, build %.1f s)%s\n", m.name.c_str(),
+                   (long long)deleted, s, deleted / s, build_s, capped ? " TIME CAP" : "");
+    }
+  }
+  const double base = Median(rates[methods[0].name]);
+  log_md_.push_back("#### Delete rate\n");
+  log_md_.push_back(std::to_string(removable) + " removable messages: " + std::to_string(keys) + " keys x " +
+                    std::to_string(versions) + " versions, interleaved in id order (version v of every key before "
+                    "version v + 1), created_at 1 h ago, retention 10 min; the head table names each key's last "
+                    "version (" + std::to_string(keys) + " heads). Built before every method with `INSERT .. SELECT "
+                    "generate_series` into the message and head tables and `VACUUM ANALYZE` (" + Fmt(build_s, 1) +
+                    " s), the cleaner's position reset to 0. The DELETE is the statement an operator would write: "
+                    "`DELETE FROM message m WHERE created_at < now() - retention AND NOT EXISTS (head naming m)`. "
+                    "CompactLog passes of 100,000 rows (max_batches = 100,000 / batch) until one deletes nothing, "
+                    "stopped after " + Fmt(o_.log_delete_cap) + " s (time cap: the rate is then over the part that ran). " +
+                    std::to_string(o_.log_delete_rounds) + " rounds of the DELETE and batch 1000 (in that order), the other "
+                    "methods once (after round 1's).\n");
+  log_md_.push_back("| method | rows deleted, seconds (per round) | rows/s per round | median rows/s | ratio to the DELETE | WAL bytes/row | passes |");
+  log_md_.push_back("|---|---|---|---|---|---|---|");
+  for (const Method& m : methods) {
+    const double r = Median(rates[m.name]);
+    log_md_.push_back("| " + m.name + " | " + done_rows[m.name] + " | " + Join(rates[m.name], 0) + " | " + Fmt(r) + " | " +
+                      (base > 0 ? Fmt(r / base, 2) : "-") + " | " + Fmt(Median(walb[m.name])) + " | " +
+                      std::to_string(passes[m.name]) + " |");
+  }
+  log_md_.push_back("");
+  log_md_.push_back("Server-side cost of the cleaner's statements in round 1, batch 1000 (pg_stat_statements):\n");
+  log_md_.push_back(statements);
+  ResetCleaner(topic);
+}
+
+// (3b) A pass with nothing to delete over a log of only heads, at growing
+// sizes: passes until the position is final, then timed passes.
+void Bench::LogIdlePass() {
+  const std::string topic = "log-idle";
+  Client client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
+  RegisterLogTopic(client, topic, 600);
+  ResetCleaner(topic);
+  compaction::Janitor janitor(client);
+  const compaction::SweepOptions so;  // the library's defaults: batch 1000, max_batches 1000
+  const int timed = o_.short_mode ? 5 : 21;
+  log_md_.push_back("#### A pass with nothing to delete\n");
+  log_md_.push_back("A log of heads only (one message per key, every message its key's head, created_at 1 h ago, "
+                    "retention 10 min, so every message is out of retention but none is removable), grown to each "
+                    "size with `INSERT .. SELECT generate_series` into the message and head tables (1,000,000 rows "
+                    "per statement; building through Produce would take hours on this machine), then "
+                    "`VACUUM ANALYZE`. `CompactLog` with the library's default options (batch 1000, max_batches "
+                    "1000, unpaced) runs until the cleaner's position (log_cleaner_state.position and "
+                    "pending_position) stops moving, then " + std::to_string(timed) + " timed passes (wall clock "
+                    "of the call: claim, two walks, bookkeeping).\n");
+  log_md_.push_back("| heads | build s | first pass: ms, rows walked | passes until final, total s | idle pass p50 ms | max ms | goal <= 50 ms |");
+  log_md_.push_back("|---|---|---|---|---|---|---|");
+  long have = 0;
+  std::string last_statements;
+  auto state = [&] {
+    Res r = mon_.Exec("SELECT position, coalesce(pending_position, -1) FROM " + q_ +
+                      ".log_cleaner_state WHERE topic_id = $1", {std::to_string(TopicId(topic))});
+    return std::make_pair(std::stoll(PQgetvalue(r.get(), 0, 0)), std::stoll(PQgetvalue(r.get(), 0, 1)));
+  };
+  std::vector<long> sizes = o_.short_mode ? std::vector<long>{1000, 10000} : o_.log_heads;
+  for (long size : sizes) {
+    const auto b0 = Clock::now();
+    for (long from = have + 1; from <= size; from += 1000000) {
+      const long to = std::min(size, from + 999999);
+      mon_.Exec("WITH m AS (INSERT INTO " + Msg(topic) + " (message_key, schema_version, compaction_rank, payload, "
+                "created_at) SELECT 'h' || i, 1, 0, '{\"value\": 0}', now() - interval '1 hour' FROM "
+                "generate_series(" + std::to_string(from) + ", " + std::to_string(to) + ") i RETURNING id, message_key) "
+                "INSERT INTO " + Head(topic) + " (message_key, head_id, schema_version, compaction_rank, created_at, "
+                "updated_at, idle_since) SELECT message_key, id, 1, 0, now(), now(), NULL FROM m");
+    }
+    const std::int64_t walked_before = state().first;
+    mon_.Exec("VACUUM ANALYZE " + Msg(topic));
+    mon_.Exec("VACUUM ANALYZE " + Head(topic));
+    const double build_s = std::chrono::duration<double>(Clock::now() - b0).count();
+    // Until final.
+    const auto c0 = Clock::now();
+    double first_ms = 0;
+    std::int64_t first_walked = 0;
+    int np = 0;
+    auto prev = state();
+    for (;;) {
+      const auto t0 = Clock::now();
+      auto r = janitor.CompactLog(topic, so);
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      ++np;
+      if (r.deleted_messages) errors_.push_back("log idle: a pass deleted " + std::to_string(r.deleted_messages));
+      auto now = state();
+      if (np == 1) {
+        first_ms = ms;
+        first_walked = std::max(now.first, now.second) - walked_before;
+      }
+      if (now == prev && !r.stopped_at_limit) break;
+      prev = now;
+      if (np > 1000) {
+        errors_.push_back("log idle: position still moving after 1000 passes");
+        break;
+      }
+    }
+    const double until_final_s = std::chrono::duration<double>(Clock::now() - c0).count();
+    if (prev.first != mon_.Int("SELECT coalesce(max(id), 0) FROM " + Msg(topic))) {
+      errors_.push_back("log idle: final position " + std::to_string(prev.first) + " is not the last id");
+    }
+    if (pgss_) mon_.Exec("SELECT pg_stat_statements_reset()");
+    std::vector<double> ms;
+    for (int i = 0; i < timed; ++i) {
+      const auto t0 = Clock::now();
+      auto r = janitor.CompactLog(topic, so);
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (r.deleted_messages) errors_.push_back("log idle: a timed pass deleted " + std::to_string(r.deleted_messages));
+    }
+    const std::string statements = CleanerStatements();
+    const double p50 = Median(ms), mx = *std::max_element(ms.begin(), ms.end());
+    log_md_.push_back("| " + std::to_string(size) + " | " + Fmt(build_s, 1) + " | " + Fmt(first_ms, 0) + " ms, " +
+                      std::to_string(first_walked) + " | " + std::to_string(np) + ", " + Fmt(until_final_s, 1) + " | **" +
+                      Fmt(p50, 2) + "** | " + Fmt(mx, 2) + " | " + (p50 <= 50 ? "met" : "**missed**") + " |");
+    last_statements = "Server-side cost of the " + std::to_string(timed) + " timed passes at " +
+                       std::to_string(size) + " heads (pg_stat_statements; each pass's statements):\n\n" + statements;
+    std::fprintf(stderr, "  log idle %ld heads: build %.1f s, first pass %.0f ms, %d passes to final (%.1f s), idle p50 %.2f ms\n",
+                 size, build_s, first_ms, np, until_final_s, p50);
+    have = size;
+    CheckHeads(topic, "after the idle passes");
+  }
+  log_md_.push_back("");
+  log_md_.push_back(last_statements);
+}
 
 struct Agg {
   std::int64_t tx = 0, commits = 0, retries = 0, errors = 0;
@@ -1206,6 +1871,8 @@ void Bench::Report() {
   for (auto& s : janitor_md_) md << s << "\n";
   md << "\n### Stats\n\n";
   for (auto& s : stats_md_) md << s << "\n";
+  md << "\n### Log compaction\n\n";
+  for (auto& s : log_md_) md << s << "\n";
   md << "\n### Errors\n\n";
   if (errors_.empty()) md << "none\n";
   for (auto& e : errors_) md << "- " << e << "\n";
@@ -1228,7 +1895,9 @@ int Bench::Run() {
   const auto t0 = Clock::now();
   PrintSettings();
   Setup();
-  auto want = [&](const std::string& s) { return o_.only.empty() || o_.only.count(s); };
+  auto want = [&](const std::string& s) {
+    return (o_.only.empty() || o_.only.count(s)) && !o_.skip.count(s);
+  };
   // Each section reports what it has even when a later one fails.
   auto section = [&](const char* name, auto&& fn) {
     try {
@@ -1243,6 +1912,9 @@ int Bench::Run() {
   section("throughput", [&] { ThroughputSection(); });
   if (want("janitor")) section("janitor", [&] { JanitorSection(); });
   if (want("stats")) section("stats", [&] { StatsSection(); });
+  const bool any_log = o_.only.empty() || o_.only.count("log") || o_.only.count("log-storage") ||
+                       o_.only.count("log-tput") || o_.only.count("log-delete") || o_.only.count("log-idle");
+  if (any_log && !o_.skip.count("log")) section("log", [&] { LogSection(); });
   if (o_.short_mode) mon_.Exec("DROP SCHEMA IF EXISTS " + q_ + " CASCADE");
   std::fprintf(stderr, "done in %.0f s; report: %s/report.md\n",
                std::chrono::duration<double>(Clock::now() - t0).count(), o_.out.c_str());
@@ -1269,6 +1941,16 @@ int main(int argc, char** argv) {
       o.janitor_rows = 10000;
       o.topics = 20;
       o.keys = 1000;
+      o.log_seconds = 3;
+      o.log_retention_s = 1;
+      o.log_rate = 100;
+      o.log_keys = 100;
+      o.log_phase = 0.5;
+      o.log_cycles = 2;
+      o.log_threads = 4;
+      o.log_removable = 10000;
+      o.log_delete_rounds = 1;
+      o.log_delete_cap = 20;
     } else if (a == "--out") o.out = next();
     else if (a == "--duration") o.duration = std::stod(next());
     else if (a == "--rounds") o.rounds = std::stoi(next());
@@ -1281,12 +1963,27 @@ int main(int argc, char** argv) {
     else if (a == "--only") {
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) o.only.insert(x);
+    } else if (a == "--skip") {
+      std::stringstream ss(next());
+      for (std::string x; std::getline(ss, x, ',');) o.skip.insert(x);
+    } else if (a == "--log-seconds") o.log_seconds = std::stod(next());
+    else if (a == "--log-rate") o.log_rate = std::stoi(next());
+    else if (a == "--log-phase") o.log_phase = std::stod(next());
+    else if (a == "--log-cycles") o.log_cycles = std::stoi(next());
+    else if (a == "--log-removable") o.log_removable = std::stol(next());
+    else if (a == "--log-delete-rounds") o.log_delete_rounds = std::stoi(next());
+    else if (a == "--log-delete-cap") o.log_delete_cap = std::stod(next());
+    else if (a == "--log-heads") {
+      o.log_heads.clear();
+      for (int x : ParseInts(next())) o.log_heads.push_back(x);
     } else if (a == "--variants") {
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) o.variants.insert(x);
     } else {
       std::fprintf(stderr, "usage: %s [--short] [--out DIR] [--duration S] [--rounds N] [--threads 1,4,16] "
-                           "[--janitor-rows N] [--janitor-cap S] [--topics N] [--pgbench PATH] [--scripts DIR] [--only LIST] "
+                           "[--janitor-rows N] [--janitor-cap S] [--topics N] [--pgbench PATH] [--scripts DIR] [--only LIST] [--skip LIST] "
+                           "[--log-seconds S] [--log-rate N] [--log-phase S] [--log-cycles N] [--log-removable N] "
+                           "[--log-delete-rounds N] [--log-delete-cap S] [--log-heads 100000,1000000,10000000] "
                            "[--variants library,pgbench,advisory,serializable,conditional,upsert-lock]\n", argv[0]);
       return 2;
     }
