@@ -65,7 +65,9 @@ void App::Build() {
       io_, *pool_, *db_, settings_.topic_refresh_interval,
       [](compaction::Client& client) { return client.ListTopics(); },
       [this](Outcome<std::vector<compaction::TopicInfo>>& outcome,
-             const std::shared_ptr<compaction::Client>&) { OnTopics(outcome); });
+             const std::shared_ptr<compaction::Client>&) {
+        OnTopics(outcome);
+      });
   topics_->SetRetry(settings_.reconnect_max);
   stats_ = std::make_unique<StatsCache>(io_, *pool_, *db_, probe_,
                                         settings_.stats_interval,
@@ -239,9 +241,10 @@ HttpResponse App::Handle(const std::string& path) {
 void App::PingWatchdog(Millis every) {
   systemd::NotifyWatchdog();
   watchdog_timer_.expires_after(every);
-  watchdog_timer_.async_wait([this, every](const boost::system::error_code& ec) {
-    if (!ec) PingWatchdog(every);
-  });
+  watchdog_timer_.async_wait(
+      [this, every](const boost::system::error_code& ec) {
+        if (!ec) PingWatchdog(every);
+      });
 }
 
 void App::BeginShutdown(int signal) {

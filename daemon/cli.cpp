@@ -96,7 +96,8 @@ int SweepOnce(const Settings& s) {
                     << (r.skipped ? "skipped claimed_by=" + r.claimed_by : "ok")
                     << "\n";
         }
-        compaction::CompactResult c = janitor.CompactLog(name, schedule.cleaner);
+        compaction::CompactResult c =
+            janitor.CompactLog(name, schedule.cleaner);
         std::lock_guard lock(mu);
         std::cout << "topic=" << name << " cleaner deleted_messages="
                   << c.deleted_messages
@@ -210,7 +211,8 @@ int Stats(const Settings& s, bool json) {
               << FormatDuration(t.info.headless_ttl) << std::setw(12)
               << HeadlessText(t.stats) << std::setw(14) << age.str()
               << std::setw(14) << t.stats.janitor.total_deleted_rows
-              << std::setw(12) << ("~" + std::to_string(t.stats.estimated_messages))
+              << std::setw(12)
+              << ("~" + std::to_string(t.stats.estimated_messages))
               << std::setw(12) << t.stats.tombstoned_keys << std::setw(14)
               << lag.str() << LastError(t) << "\n";
   }

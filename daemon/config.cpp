@@ -83,7 +83,8 @@ Millis ToRetention(const std::string& key, const std::string& v) {
   if (!d) {
     Invalid(key, v, "expected a duration such as 0, 10s, 7d, or 'keep'");
   }
-  if (*d > kMaxTtl) Invalid(key, v, "must be at most " + FormatDuration(kMaxTtl));
+  if (*d > kMaxTtl)
+    Invalid(key, v, "must be at most " + FormatDuration(kMaxTtl));
   return *d;
 }
 
@@ -591,7 +592,8 @@ void ReadCommandLineOnly(const po::variables_map& vm, Invocation& inv) {
   for (auto [key, field] :
        {std::pair{"retention", &inv.retention},
         std::pair{"tombstone-retention", &inv.tombstone_retention}}) {
-    if (vm.count(key) != 0) *field = ToRetention(key, vm[key].as<std::string>());
+    if (vm.count(key) != 0)
+      *field = ToRetention(key, vm[key].as<std::string>());
   }
   if (vm.count("config") != 0) {
     inv.config_file = vm["config"].as<std::string>();

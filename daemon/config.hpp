@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include <compaction/janitor.hpp>
 #include <compaction/options.hpp>
 
 #include "daemon/log.hpp"
@@ -45,14 +46,12 @@ inline constexpr Millis kMaxTtl = compaction::kMaxTtl;
 // 292 years, and Asio adds the delay to now(); a delay near that overflows
 // and the timer fires at once.
 inline constexpr Millis kMaxTimer = std::chrono::hours(24 * 365);
-// Server-side timeouts (statement-timeout, stats-timeout): PostgreSQL's
-// statement_timeout is an int of milliseconds. The library refuses more
-// (ValidateStatementTimeout in lib/src/validate.cpp) but exports no
-// constant; this is the daemon's only copy.
-inline constexpr Millis kMaxServerTimeout{2147483647};
-// batch-pause: the library's kMaxBatchPause (lib/src/janitor.cpp, not
-// exported), which Janitor::Sweep enforces; this is the daemon's only copy.
-inline constexpr Millis kMaxBatchPause = std::chrono::minutes(1);
+// Server-side timeouts (statement-timeout, stats-timeout): the library's
+// compaction::kMaxServerTimeout, PostgreSQL's limit.
+inline constexpr Millis kMaxServerTimeout = compaction::kMaxServerTimeout;
+// batch-pause: the library's compaction::kMaxBatchPause, which the Janitor
+// enforces.
+inline constexpr Millis kMaxBatchPause = compaction::kMaxBatchPause;
 
 // Raised for every usage or configuration error; the message names the key.
 class ConfigError : public std::runtime_error {

@@ -11,10 +11,9 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <compaction/options.hpp>
 #include <map>
 #include <string>
-
-#include <compaction/options.hpp>
 
 #include "daemon/config.hpp"
 

@@ -9,8 +9,7 @@ namespace compactiond {
 
 Database::Database(asio::io_context& io, WorkerPool& pool, MetricsProbe& probe,
                    std::map<std::string, std::string> params,
-                   compaction::ClientOptions options,
-                   Callbacks callbacks)
+                   compaction::ClientOptions options, Callbacks callbacks)
     : io_(io),
       pool_(pool),
       probe_(probe),

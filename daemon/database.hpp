@@ -10,12 +10,11 @@
 // hold their own shared_ptr). Thread safety: io_context thread only.
 #pragma once
 
+#include <compaction/client.hpp>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-
-#include <compaction/client.hpp>
 
 #include "daemon/asio.hpp"
 #include "daemon/config.hpp"
@@ -33,8 +32,7 @@ class Database {
 
   Database(asio::io_context& io, WorkerPool& pool, MetricsProbe& probe,
            std::map<std::string, std::string> params,
-           compaction::ClientOptions options,
-           Callbacks callbacks);
+           compaction::ClientOptions options, Callbacks callbacks);
 
   void Start();
   void Stop();

@@ -25,7 +25,8 @@ std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text) {
   while (i < text.size()) {
     if (!std::isdigit(static_cast<unsigned char>(text[i]))) return std::nullopt;
     std::int64_t number = 0;
-    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    while (i < text.size() &&
+           std::isdigit(static_cast<unsigned char>(text[i]))) {
       if (number > std::numeric_limits<std::int64_t>::max() / 10 / 86'400'000) {
         return std::nullopt;  // far beyond any sensible setting
       }
@@ -33,7 +34,8 @@ std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text) {
       ++i;
     }
     size_t unit_start = i;
-    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) {
+    while (i < text.size() &&
+           std::isalpha(static_cast<unsigned char>(text[i]))) {
       ++i;
     }
     std::string_view unit = text.substr(unit_start, i - unit_start);

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <compaction/errors.hpp>
 #include <exception>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <compaction/errors.hpp>
 
 #include "daemon/log.hpp"
 
@@ -34,7 +33,9 @@ TopicListener::TopicListener(std::map<std::string, std::string> params,
 
 TopicListener::~TopicListener() { Stop(); }
 
-void TopicListener::Start() { thread_ = std::thread([this] { Run(); }); }
+void TopicListener::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void TopicListener::Stop() {
   stop_ = true;
@@ -87,7 +88,8 @@ bool TopicListener::Session() {
     LogWarn("listener", "connect failed", {{"error", e.what()}});
     return !stop_;
   }
-  LogInfo("listener", "listening", {{"channel", compaction::kTopicEventChannel}});
+  LogInfo("listener", "listening",
+          {{"channel", compaction::kTopicEventChannel}});
   if (callbacks_.on_connection) callbacks_.on_connection(true);
   if (callbacks_.on_topics_changed) callbacks_.on_topics_changed();
   while (!stop_) {

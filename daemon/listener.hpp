@@ -14,14 +14,13 @@
 #pragma once
 
 #include <atomic>
+#include <compaction/topic_events.hpp>
 #include <cstddef>
 #include <exception>
 #include <functional>
 #include <map>
 #include <string>
 #include <thread>
-
-#include <compaction/topic_events.hpp>
 
 #include "daemon/config.hpp"
 #include "daemon/throttle.hpp"

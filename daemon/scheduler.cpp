@@ -11,7 +11,9 @@ namespace compactiond {
 namespace {
 
 // "sweep" or "cleaner": names the job in logs ("sweep finished").
-const char* JobName(Job job) { return job == Job::kSweep ? "sweep" : "cleaner"; }
+const char* JobName(Job job) {
+  return job == Job::kSweep ? "sweep" : "cleaner";
+}
 
 std::int64_t UnixMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -259,7 +261,8 @@ void Scheduler::OnDone(const std::shared_ptr<Topic>& topic, Job job,
   --in_flight_;
   Timer& t = topic->of(job);
   t.running = false;
-  std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+  std::chrono::duration<double> took =
+      std::chrono::steady_clock::now() - started;
   const std::string& name = topic->info.name;
   const char* what = JobName(job);
   auto took_ms = static_cast<std::int64_t>(took.count() * 1000);

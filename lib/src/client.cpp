@@ -37,7 +37,8 @@ Client Client::Connect(const std::map<std::string, std::string>& params,
     throw SchemaVersionMismatch(kOp, "schema " + core->schema(), *found,
                                 kSystemBaselineVersion);
   }
-  core->pool().Adopt(std::move(first));  // the probe serves as a pooled connection
+  core->pool().Adopt(
+      std::move(first));  // the probe serves as a pooled connection
   return Client(std::move(core));
 }
 
@@ -74,8 +75,8 @@ std::string DumpPayload(const char* operation, const nlohmann::json& payload) {
   try {
     return payload.dump();
   } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(operation, std::string("payload does not serialize: ") +
-                                         e.what());
+    throw InvalidArgument(
+        operation, std::string("payload does not serialize: ") + e.what());
   }
 }
 

@@ -27,9 +27,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
              std::string quoted_schema)
       : options_(std::move(options)),
         schema_(std::move(quoted_schema)),
-        pool_(std::move(params), options_.application_name,
-              options_.pool_size, options_.acquire_timeout,
-              options_.prepared_statements) {}
+        pool_(std::move(params), options_.application_name, options_.pool_size,
+              options_.acquire_timeout, options_.prepared_statements) {}
 
   const ClientOptions& options() const { return options_; }
   // The quoted schema identifier, ready to splice into SQL.

@@ -41,7 +41,8 @@ std::string InsertHeadlessSql(const ClientCore& core, std::int64_t id) {
   return "/* compaction:LockCompactionHead:insert */ INSERT INTO " +
          core.HeadTable(id) +
          " (message_key, created_at, updated_at, idle_since) VALUES ($1, "
-         "pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp()) "
+         "pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp(), "
+         "pg_catalog.statement_timestamp()) "
          "ON CONFLICT ON CONSTRAINT " +
          core.HeadPkey(id) + " DO NOTHING RETURNING message_key";
 }
@@ -49,7 +50,8 @@ std::string InsertHeadlessSql(const ClientCore& core, std::int64_t id) {
 std::string RefreshHeadlessSql(const ClientCore& core, std::int64_t id) {
   return "UPDATE " + core.HeadTable(id) +
          " SET updated_at = pg_catalog.statement_timestamp(), idle_since = "
-         "pg_catalog.statement_timestamp() WHERE message_key = $1 AND head_id IS NULL";
+         "pg_catalog.statement_timestamp() WHERE message_key = $1 AND head_id "
+         "IS NULL";
 }
 
 // One pass of the loop. Returns true and fills `head` when the key row is
@@ -66,7 +68,8 @@ bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
   if (PQntuples(locked) == 1) {
     if (pg::IsNull(locked, 0, 0)) {
       // Locked again: restart the headless row's TTL under our lock.
-      pg::Exec(s, kOp, RefreshHeadlessSql(core, topic_id), pg::Params().Add(key));
+      pg::Exec(s, kOp, RefreshHeadlessSql(core, topic_id),
+               pg::Params().Add(key));
       head.reset();
       return true;
     }
@@ -84,8 +87,8 @@ bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
     if (head->message.tombstone) head.reset();
     return true;
   }
-  pg::Result inserted =
-      pg::Exec(s, kOp, InsertHeadlessSql(core, topic_id), pg::Params().Add(key));
+  pg::Result inserted = pg::Exec(s, kOp, InsertHeadlessSql(core, topic_id),
+                                 pg::Params().Add(key));
   head.reset();
   return PQntuples(inserted.get()) == 1;  // our new row is locked by us
 }
@@ -128,7 +131,8 @@ auto InSavepoint(pg::Session s, F&& body) {
 // (or any statement error) leaves the caller's transaction usable, and
 // restores the caller's lock_timeout afterwards.
 template <class F>
-auto WithLockTimeout(pg::Session s, std::chrono::milliseconds timeout, F&& body) {
+auto WithLockTimeout(pg::Session s, std::chrono::milliseconds timeout,
+                     F&& body) {
   constexpr const char* kOp = "LockCompactionHead";
   pg::Result old = pg::ExecScript(
       s.conn, kOp,

@@ -193,8 +193,9 @@ std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
           core.schema() + ".schema_version v WHERE v.topic_id IS NULL");
   if (PQntuples(r.get()) == 0) return 0;
   const int version = static_cast<int>(pg::Int64(r.get(), 0, 0));
-  const std::string fingerprint =
-      pg::IsNull(r.get(), 0, 1) ? std::string() : std::string(pg::Text(r.get(), 0, 1));
+  const std::string fingerprint = pg::IsNull(r.get(), 0, 1)
+                                      ? std::string()
+                                      : std::string(pg::Text(r.get(), 0, 1));
   if (version == kSystemBaselineVersion && fingerprint != SystemFingerprint()) {
     throw SchemaVersionMismatch(operation, "schema " + core.schema(), version,
                                 fingerprint, SystemFingerprint());

@@ -30,7 +30,8 @@ void RequireSystemBaseline(ClientCore& core, pg::Session session,
 // Throws SchemaVersionMismatch unless a topic's recorded baseline (version
 // 0: none recorded; fingerprint nullopt: none recorded) is this build's.
 void CheckTopicBaseline(const char* operation, const std::string& topic_name,
-                        int version, const std::optional<std::string>& fingerprint);
+                        int version,
+                        const std::optional<std::string>& fingerprint);
 void InstallSchema(ClientCore& core);
 
 // Creates (when missing) the roles of sql/roles_v1.sql named

@@ -51,12 +51,11 @@ void ValidateStatsOptions(const char* operation, const StatsOptions& options) {
   // limit + 1 must fit the bigint LIMIT below.
   if (options.exact_count_limit <= 0 ||
       options.exact_count_limit == std::numeric_limits<std::int64_t>::max()) {
-    throw InvalidArgument(operation,
-                          "exact_count_limit must be in 1.." +
-                              std::to_string(
-                                  std::numeric_limits<std::int64_t>::max() - 1) +
-                              ", got " +
-                              std::to_string(options.exact_count_limit));
+    throw InvalidArgument(
+        operation,
+        "exact_count_limit must be in 1.." +
+            std::to_string(std::numeric_limits<std::int64_t>::max() - 1) +
+            ", got " + std::to_string(options.exact_count_limit));
   }
 }
 
@@ -91,7 +90,8 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
   const std::string head = core.HeadTable(id);
   return "SELECT " + ids + "::bigint, " +
          (with_version ? "v.version" : "NULL::int") +
-         ", c.n, (extract(epoch FROM pg_catalog.now() - (SELECT o.idle_since FROM " +
+         ", c.n, (extract(epoch FROM pg_catalog.now() - (SELECT o.idle_since "
+         "FROM " +
          head +
          " o WHERE o.idle_since IS NOT NULL ORDER BY o.idle_since LIMIT 1)) "
          "* 1e3)::bigint, greatest(hc.reltuples, 0)::bigint, " +
@@ -111,7 +111,8 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          (with_version ? " LEFT JOIN " + core.schema() +
                              ".schema_version v ON v.topic_id = " + ids
                        : std::string()) +
-         " WHERE hc.oid = " + pg::QuoteLiteral(s.conn, head) + "::regclass::oid";
+         " WHERE hc.oid = " + pg::QuoteLiteral(s.conn, head) +
+         "::regclass::oid";
 }
 
 // Estimates for the topics whose count stopped at the limit: what the

@@ -71,16 +71,15 @@ pg::Session TxState::WritingSessionFor(const char* operation) {
   // The caller's transaction may run at any level; reading it takes no
   // snapshot that matters at READ COMMITTED, and under REPEATABLE READ or
   // SERIALIZABLE the operation is refused anyway.
-  pg::Result r = pg::Exec(
-      s, operation,
-      "SELECT pg_catalog.current_setting('transaction_isolation')");
+  pg::Result r =
+      pg::Exec(s, operation,
+               "SELECT pg_catalog.current_setting('transaction_isolation')");
   const std::string level(pg::Text(r.get(), 0, 0));
   if (level != "read committed") {
-    throw InvalidArgument(operation,
-                          "the borrowed transaction runs at isolation level " +
-                              level +
-                              "; LockCompactionHead and ProduceInTx need READ "
-                              "COMMITTED (BEGIN ISOLATION LEVEL READ COMMITTED)");
+    throw InvalidArgument(
+        operation, "the borrowed transaction runs at isolation level " + level +
+                       "; LockCompactionHead and ProduceInTx need READ "
+                       "COMMITTED (BEGIN ISOLATION LEVEL READ COMMITTED)");
   }
   read_committed_checked_ = true;
   return s;
@@ -149,8 +148,7 @@ Tx BeginTx(ClientCore& core) {
   // pgbench -M prepared does (test/bench/RESULTS.md).
   // READ COMMITTED whatever the server's or role's
   // default_transaction_isolation: the lock loop is defined for it only.
-  pg::Exec((*lease).session(), "Begin",
-           "BEGIN ISOLATION LEVEL READ COMMITTED");
+  pg::Exec((*lease).session(), "Begin", "BEGIN ISOLATION LEVEL READ COMMITTED");
   return TxGate::Make(
       std::make_unique<TxState>(core.shared_from_this(), std::move(lease)));
 }

@@ -14,7 +14,9 @@ bool IsTopicChar(char c) {
          c == '_' || c == '-';
 }
 
-bool IsTopicStart(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool IsTopicStart(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
 
 // Printable form of an offending name for error messages: short, no
 // control characters.
@@ -92,7 +94,7 @@ void ValidateRetention(const char* operation, const char* what,
 
 void ValidateServerTimeout(const char* operation, const char* what,
                            std::chrono::milliseconds timeout) {
-  constexpr std::int64_t kMaxMs = std::numeric_limits<int>::max();
+  constexpr std::int64_t kMaxMs = kMaxServerTimeout.count();
   if (timeout.count() <= 0 || timeout.count() > kMaxMs) {
     throw InvalidArgument(operation, std::string(what) + " must be in 1.." +
                                          std::to_string(kMaxMs) + " ms, got " +

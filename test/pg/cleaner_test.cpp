@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "db_helpers.hpp"
 #include "live_db.hpp"
 
 using compaction::CompactionOptions;
@@ -24,6 +25,7 @@ using testing::Counter;
 using testing::Increment;
 using testing::LiveDb;
 using testing::RawConn;
+using testing::TriggerGate;
 using namespace std::chrono_literals;
 
 namespace {
@@ -39,37 +41,6 @@ TopicConfig Immediate() {
   config.tombstone_retention = 0ms;
   return config;
 }
-
-// Pauses statements inside the database: a BEFORE `event` row trigger on
-// `table` (only for rows matching `when`, a trigger WHEN condition) locks a
-// gate table that the test holds while closed, so the statement waits on
-// 'Lock' until Open().
-class TriggerGate {
- public:
-  TriggerGate(LiveDb& db, const std::string& table, const std::string& event,
-              const std::string& when = "true")
-      : gate_(db.QuotedSchema() + ".gate") {
-    const std::string fn = db.QuotedSchema() + ".gate_wait";
-    db.raw().Query("CREATE TABLE " + gate_ + " ()");
-    db.raw().Query("CREATE FUNCTION " + fn +
-                   "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                   "LOCK TABLE " + gate_ +
-                   " IN ACCESS SHARE MODE; IF TG_OP = 'DELETE' THEN RETURN "
-                   "OLD; END IF; RETURN NEW; END $$");
-    db.raw().Query("CREATE TRIGGER gate BEFORE " + event + " ON " + table +
-                   " FOR EACH ROW WHEN (" + when + ") EXECUTE FUNCTION " + fn +
-                   "()");
-  }
-  void Close() {
-    holder_.Query("BEGIN");
-    holder_.Query("LOCK TABLE " + gate_ + " IN ACCESS EXCLUSIVE MODE");
-  }
-  void Open() { holder_.Query("COMMIT"); }
-
- private:
-  std::string gate_;
-  RawConn holder_;
-};
 
 std::int64_t Count(RawConn& raw, const std::string& table,
                    const std::string& where = "true") {

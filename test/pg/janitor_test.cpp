@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "db_helpers.hpp"
 #include "live_db.hpp"
 
 using compaction::CompactionOptions;
@@ -20,11 +21,14 @@ using compaction::SweepOptions;
 using compaction::SweepResult;
 using compaction::TopicConfig;
 using compaction::Tx;
+using testing::Age;
 using testing::Counter;
 using testing::LiveDb;
 using testing::Compacted;
 using testing::Increment;
 using testing::RawConn;
+using testing::TriggerGate;
+using testing::WaitUntil;
 using testing::InsertHeadless;
 using namespace std::chrono_literals;
 
@@ -33,18 +37,6 @@ namespace {
 constexpr const char* kSweepMarker = "compaction:SweepHeadless";
 constexpr const char* kLockMarker = "compaction:LockCompactionHead";
 constexpr const char* kProduceMarker = "compaction:Produce";
-
-// Moves a headless row's last lock into the past (both columns: the CHECK
-// wants idle_since = updated_at while headless). created_at stays: the
-// database refuses to change it.
-void Age(RawConn& raw, const std::string& table, const std::string& key,
-         const std::string& age = "2 hours") {
-  raw.Query("UPDATE " + table +
-                " SET updated_at = now() - $2::interval, "
-                "idle_since = now() - $2::interval "
-                "WHERE message_key = $1 AND head_id IS NULL",
-            {key, age});
-}
 
 bool Exists(RawConn& raw, const std::string& table, const std::string& key) {
   return raw.Int("SELECT count(*) FROM " + table + " WHERE message_key = $1",
@@ -56,44 +48,6 @@ bool IsHeadless(RawConn& raw, const std::string& table,
   return raw.Value(
              "SELECT head_id IS NULL FROM " + table + " WHERE message_key = $1",
              {key}) == "t";
-}
-
-// Pauses every DELETE on a head table inside the database: a BEFORE DELETE
-// trigger takes a lock on a gate table that the test holds while closed, so
-// the sweep's statement waits on 'Lock' (no timed sleep) until Open().
-class DeleteGate {
- public:
-  DeleteGate(LiveDb& db, const std::string& head_table)
-      : gate_(db.QuotedSchema() + ".gate") {
-    const std::string fn = db.QuotedSchema() + ".gate_wait";
-    db.raw().Query("CREATE TABLE " + gate_ + " ()");
-    db.raw().Query("CREATE FUNCTION " + fn +
-                   "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                   "LOCK TABLE " +
-                   gate_ + " IN ACCESS SHARE MODE; RETURN OLD; END $$");
-    db.raw().Query("CREATE TRIGGER gate BEFORE DELETE ON " + head_table +
-                   " FOR EACH ROW EXECUTE FUNCTION " + fn + "()");
-  }
-  void Close() {
-    holder_.Query("BEGIN");
-    holder_.Query("LOCK TABLE " + gate_ + " IN ACCESS EXCLUSIVE MODE");
-  }
-  void Open() { holder_.Query("COMMIT"); }
-
- private:
-  std::string gate_;
-  RawConn holder_;
-};
-
-// Polls `done` every 5 ms until it holds; false after `timeout`.
-template <typename Predicate>
-bool WaitUntil(Predicate done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
 }
 
 // Polls until `table` holds exactly `rows` rows: how a test sees that a
@@ -208,7 +162,7 @@ TEST_CASE(
   Age(db.raw(), table, "k");
   const auto old_created =
       db.raw().Value("SELECT created_at::text FROM " + table);
-  DeleteGate gate(db, table);
+  TriggerGate gate(db, table, "DELETE");
   gate.Close();
 
   Janitor janitor(db.client());
@@ -249,7 +203,7 @@ TEST_CASE("janitor first vs a plain Produce") {
   const std::string table = db.HeadTable("janitor-produce");
   InsertHeadless(db.raw(), table, "k-", 1, "2 hours");  // created 2 h ago
   const std::string key = "k-1";
-  DeleteGate gate(db, table);
+  TriggerGate gate(db, table, "DELETE");
   gate.Close();
 
   Janitor janitor(db.client());
@@ -298,7 +252,7 @@ TEST_CASE("a TTL change while a sweep runs applies from the next batch") {
   topic.Register(testing::Ttl(std::chrono::hours(1)));
   const std::string table = db.HeadTable("ttl-change");
   InsertHeadless(db.raw(), table, "a-", 3, "2 hours");
-  DeleteGate gate(db, table);
+  TriggerGate gate(db, table, "DELETE");
   gate.Close();
 
   Janitor janitor(db.client());
@@ -514,7 +468,7 @@ TEST_CASE("a statement timeout bounds a batch and is recorded") {
   topic.Register();
   const std::string table = db.HeadTable("timeout");
   InsertHeadless(db.raw(), table, "a-", 1);
-  DeleteGate gate(db, table);
+  TriggerGate gate(db, table, "DELETE");
   gate.Close();
   Janitor janitor(db.client());
   SweepOptions options;
@@ -541,7 +495,7 @@ TEST_CASE("a second sweep of a claimed topic skips and says so") {
   topic.Register();
   const std::string table = db.HeadTable("claim");
   InsertHeadless(db.raw(), table, "a-", 1);
-  DeleteGate gate(db, table);
+  TriggerGate gate(db, table, "DELETE");
   gate.Close();
 
   Janitor first(db.client());
@@ -687,7 +641,7 @@ TEST_CASE("Janitor::Cancel stops a sweep in flight") {
   topic.Register();
   const std::string table = db.HeadTable("cancel");
   InsertHeadless(db.raw(), table, "a-", 3);
-  DeleteGate gate(db, table);
+  TriggerGate gate(db, table, "DELETE");
   gate.Close();
 
   Janitor janitor(db.client());
@@ -766,7 +720,7 @@ TEST_CASE("a duty cycle pauses in proportion to how long the batch took") {
   InsertHeadless(db.raw(), table, "a-", 1500);
   // Hold the first batch's DELETE for 400 ms: that batch then takes at
   // least 400 ms, so a duty cycle of 0.2 owes a pause of at least 1.6 s.
-  DeleteGate gate(db, table);
+  TriggerGate gate(db, table, "DELETE");
   gate.Close();
   Janitor janitor(db.client());
   SweepOptions options;
@@ -857,7 +811,7 @@ TEST_CASE("the sweep picks rows through the idle_since index") {
   InsertHeadless(db.raw(), table, "h-", 1000);
   db.raw().Query("ANALYZE " + table);
   // Catch the statement text the library sends while the sweep is paused.
-  DeleteGate gate(db, table);
+  TriggerGate gate(db, table, "DELETE");
   gate.Close();
   Janitor janitor(db.client());
   auto sweep = std::async(std::launch::async,
@@ -882,34 +836,4 @@ TEST_CASE("the sweep picks rows through the idle_since index") {
   CHECK(plan.find("compaction_head_" + std::to_string(id) + "_idle") !=
         std::string::npos);
   CHECK(plan.find("Seq Scan on compaction_head_") == std::string::npos);
-}
-
-// Hidden: ./pg_tests "[.bench]" (with the PG* variables of a cluster).
-TEST_CASE("sweep delete rate on 100,000 expired rows", "[.bench]") {
-  LiveDb db;
-  auto topic = db.client().Topic<Counter>("bench");
-  topic.Register();
-  const std::string table = db.HeadTable("bench");
-  Janitor janitor(db.client());
-  for (int batch_size : {1000, 5000}) {
-    // Next to 100,000 materialized heads the sweep must not touch.
-    db.raw().Query("TRUNCATE " + table);
-    db.raw().Query("INSERT INTO " + table +
-                   " (message_key, head_id, schema_version, compaction_rank, "
-                   "created_at, updated_at) SELECT 'm-' || g, g, 1, 0, now(), "
-                   "now() FROM generate_series(1, 100000) g");
-    InsertHeadless(db.raw(), table, "h-", 100000);
-    db.raw().Query("VACUUM ANALYZE " + table);
-    SweepOptions options;
-    options.batch_size = batch_size;
-    const auto started = std::chrono::steady_clock::now();
-    const SweepResult r = janitor.SweepHeadless("bench", options);
-    const std::chrono::duration<double> took = Elapsed(started);
-    REQUIRE(r.deleted == 100000);
-    REQUIRE(db.raw().Int("SELECT count(*) FROM " + table) == 100000);
-    std::cout << "batch_size " << batch_size << ": deleted " << r.deleted
-              << " rows in " << r.batches << " batches, " << took.count()
-              << " s, " << static_cast<std::int64_t>(r.deleted / took.count())
-              << " rows/s\n";
-  }
 }

@@ -1,5 +1,6 @@
 // The one error hierarchy of libcompaction. Each class tells the caller what
-// to do next; messages name the operation and never carry passwords or payloads.
+// to do next; messages name the operation and never carry passwords or
+// payloads.
 //
 //   Error
 //   ├── UsageError             the calling code misused the API (a bug there):

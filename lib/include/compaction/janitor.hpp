@@ -32,14 +32,20 @@ namespace detail {
 class ClientCore;
 }
 
+// The longest SweepOptions::batch_pause: pacing beyond it has no use (a
+// batch takes milliseconds) and would keep a dead sweep's claim, which
+// covers the pause, needlessly long.
+inline constexpr std::chrono::milliseconds kMaxBatchPause =
+    std::chrono::minutes(1);
+
 struct SweepOptions {
   int batch_size = 1000;   // rows per batch, > 0
   int max_batches = 1000;  // batches per sweep, > 0
   // Bounds each batch statement on the server.
   std::chrono::milliseconds statement_timeout = std::chrono::seconds(10);
   // How long this sweep's claim on the topic lasts; renewed before each
-  // batch, so it should exceed statement_timeout. At most kMaxTtl. Each renewal also covers
-  // batch_pause, so a pause never lets the claim lapse.
+  // batch, so it should exceed statement_timeout. At most kMaxTtl. Each renewal
+  // also covers batch_pause, so a pause never lets the claim lapse.
   std::chrono::milliseconds claim_ttl = std::chrono::seconds(60);
   // Pacing: how long to wait after each committed full batch before the next
   // one, 0..60 s and shorter than claim_ttl; 0 (the default) runs the
@@ -96,12 +102,12 @@ class COMPACTION_EXPORT Janitor {
   explicit Janitor(Client& client);
   ~Janitor();
 
-  // Sweeps one topic's expired headless rows. Throws InvalidArgument (bad name or options, before
-  // any I/O), TopicNotFound, or the error of the failing batch, whose
-  // DatabaseError is recorded in janitor_state.last_error. Each sweep that
-  // took the claim records its start, finish and rows deleted; a success
-  // also sets last_success_at and clears last_error, a cancelled sweep sets
-  // last_error to "cancelled".
+  // Sweeps one topic's expired headless rows. Throws InvalidArgument (bad name
+  // or options, before any I/O), TopicNotFound, or the error of the failing
+  // batch, whose DatabaseError is recorded in janitor_state.last_error. Each
+  // sweep that took the claim records its start, finish and rows deleted; a
+  // success also sets last_success_at and clears last_error, a cancelled sweep
+  // sets last_error to "cancelled".
   SweepResult SweepHeadless(const std::string& topic_name,
                             const SweepOptions& options = {});
 

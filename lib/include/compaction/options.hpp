@@ -34,6 +34,11 @@ struct ClientOptions {
 inline constexpr std::chrono::milliseconds kMaxTtl =
     std::chrono::hours(24 * 36500);
 
+// The longest server-side timeout (LockOptions::lock_timeout,
+// SweepOptions::statement_timeout): PostgreSQL's limit, INT_MAX
+// milliseconds (about 24.8 days).
+inline constexpr std::chrono::milliseconds kMaxServerTimeout{2147483647};
+
 // A retention that keeps messages forever (the log only grows, as before
 // log compaction existed). Stored as the largest bigint.
 inline constexpr std::chrono::milliseconds kKeepForever =

@@ -82,7 +82,8 @@ Result ExecUnchecked(Session session, const char* operation,
 Result Exec(Session session, const char* operation, const std::string& sql,
             const Params& params) {
   Result result = ExecUnchecked(session, operation, sql, params);
-  if (!Succeeded(result.get())) ThrowError(operation, session.conn, result.get());
+  if (!Succeeded(result.get()))
+    ThrowError(operation, session.conn, result.get());
   return result;
 }
 
@@ -273,8 +274,8 @@ ConnParams ParseConninfo(const std::string& conninfo, const char* operation) {
   PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &parse_error);
   PQfreemem(parse_error);
   if (parsed == nullptr) {
-    throw InvalidArgument(operation,
-                          "conninfo is not a valid libpq connection string or URI");
+    throw InvalidArgument(
+        operation, "conninfo is not a valid libpq connection string or URI");
   }
   ConnParams params;
   for (PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {

@@ -41,8 +41,7 @@ Pool::Lease Pool::Acquire(const char* operation) {
   lock.unlock();
   try {
     auto conn = std::make_unique<Connection>(
-        Connect(params_, application_name_, operation),
-        prepared_statements_);
+        Connect(params_, application_name_, operation), prepared_statements_);
     return Lease(this, std::move(conn));
   } catch (...) {
     lock.lock();

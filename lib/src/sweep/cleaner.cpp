@@ -234,7 +234,8 @@ CleanerBatches::Step CleanerBatches::MessageStep(pg::Session s,
   step.frontier = pg::Int64(r.get(), 0, 2);
   step.full = pg::Bool(r.get(), 0, 3);
   step.xmax = pg::Text(r.get(), 0, 4);
-  if (!pg::IsNull(r.get(), 0, 5)) step.next_created_at = pg::Text(r.get(), 0, 5);
+  if (!pg::IsNull(r.get(), 0, 5))
+    step.next_created_at = pg::Text(r.get(), 0, 5);
   return step;
 }
 

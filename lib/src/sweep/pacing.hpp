@@ -9,10 +9,7 @@
 
 namespace compaction::sweep {
 
-// Pacing beyond this has no use (a batch takes milliseconds) and would keep
-// a dead sweep's claim, which covers the pause, needlessly long.
-inline constexpr std::chrono::milliseconds kMaxBatchPause =
-    std::chrono::minutes(1);
+using compaction::kMaxBatchPause;  // public: janitor.hpp
 
 // Throws InvalidArgument naming `operation` and the field when an option is
 // out of bounds.
