@@ -27,16 +27,8 @@ for path in sys.argv[2:]:
 sys.exit(1 if bad else 0)
 PY
 
-if ! command -v clang-format-14 >/dev/null; then
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "clang-format-14 missing (apt-get install clang-format-14)" >&2
-    exit 1
-  fi
-  echo "installing: clang-format-14" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends clang-format-14 >/dev/null
-fi
+# install-deps.sh installs it (with the rest of the build's packages).
+command -v clang-format-14 >/dev/null || bash deploy/local/install-deps.sh
 formatter=clang-format-14
 for f in "${files[@]}"; do
   grep -qxF "$f" .ci/format_pending && continue
