@@ -1,6 +1,8 @@
 // Compaction-head reads: the seed's transactional lock loop, plain reads,
 // listing and key history.
 #include <chrono>
+#include <optional>
+#include <string>
 
 #include "compaction/tx.hpp"
 #include "core.hpp"
@@ -106,50 +108,49 @@ std::optional<RawStored> LockLoop(ClientCore& core, pg::Session s,
                            " lost insert races; retry the transaction");
 }
 
-// Runs `body` inside a savepoint, so that a lock timeout the caller set
-// itself (or any statement error) leaves the caller's transaction usable.
-template <class F>
-auto InSavepoint(pg::Session s, F&& body) {
+// Opens the savepoint; with `timeout`, also sets lock_timeout for the body
+// and returns the caller's value so that LeaveSql can restore it.
+std::string EnterSavepoint(pg::Session s,
+                           std::optional<std::chrono::milliseconds> timeout) {
   constexpr const char* kOp = "LockCompactionHead";
-  pg::ExecScript(s.conn, kOp, "SAVEPOINT " + kSavepoint);
-  try {
-    auto result = body();
-    pg::ExecScript(s.conn, kOp, "RELEASE SAVEPOINT " + kSavepoint);
-    return result;
-  } catch (...) {
-    try {
-      pg::ExecScript(s.conn, kOp,
-                     "ROLLBACK TO SAVEPOINT " + kSavepoint +
-                         "; RELEASE SAVEPOINT " + kSavepoint);
-    } catch (const Error&) {
-    }
-    throw;
+  if (!timeout) {
+    pg::ExecScript(s.conn, kOp, "SAVEPOINT " + kSavepoint);
+    return "";
   }
-}
-
-// Runs `body` with lock_timeout set, inside a savepoint so that a timeout
-// (or any statement error) leaves the caller's transaction usable, and
-// restores the caller's lock_timeout afterwards.
-template <class F>
-auto WithLockTimeout(pg::Session s, std::chrono::milliseconds timeout,
-                     F&& body) {
-  constexpr const char* kOp = "LockCompactionHead";
   pg::Result old = pg::ExecScript(
       s.conn, kOp,
       "SAVEPOINT " + kSavepoint +
           "; SELECT pg_catalog.current_setting('lock_timeout'), "
           "pg_catalog.set_config('lock_timeout', '" +
-          std::to_string(timeout.count()) + "ms', true)");
-  const std::string previous(pg::Text(old.get(), 0, 0));
+          std::to_string(timeout->count()) + "ms', true)");
+  return std::string(pg::Text(old.get(), 0, 0));
+}
+
+// Releases the savepoint, first restoring the lock_timeout EnterSavepoint
+// replaced (when it replaced one).
+std::string LeaveSql(pg::Session s, bool timeout_set,
+                     const std::string& previous) {
+  const std::string release = "RELEASE SAVEPOINT " + kSavepoint;
+  if (!timeout_set) return release;
+  return "SELECT pg_catalog.set_config('lock_timeout', " +
+         pg::QuoteLiteral(s.conn, previous) + ", true); " + release;
+}
+
+// Runs `body` inside a savepoint, so that a lock timeout (the caller's own
+// or `timeout`) or any statement error leaves the caller's transaction
+// usable. With `timeout`, lock_timeout is set for the body only: the
+// caller's value is restored afterwards.
+template <class F>
+auto InSavepoint(pg::Session s,
+                 std::optional<std::chrono::milliseconds> timeout, F&& body) {
+  constexpr const char* kOp = "LockCompactionHead";
+  const std::string previous = EnterSavepoint(s, timeout);
   try {
     auto result = body();
-    pg::ExecScript(s.conn, kOp,
-                   "SELECT pg_catalog.set_config('lock_timeout', " +
-                       pg::QuoteLiteral(s.conn, previous) +
-                       ", true); RELEASE SAVEPOINT " + kSavepoint);
+    pg::ExecScript(s.conn, kOp, LeaveSql(s, timeout.has_value(), previous));
     return result;
   } catch (...) {
-    // Undoes the failed statement and the lock_timeout setting alike. When
+    // Undoes the failed statement and any lock_timeout setting alike. When
     // even that fails (connection gone) the original error is the news.
     try {
       pg::ExecScript(s.conn, kOp,
@@ -187,10 +188,8 @@ std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
       ResolveTopic(core, s, kOp, topic, &session_lock_timeout);
   auto lock = [&] { return LockLoop(core, s, info.id, key); };
   std::optional<RawStored> head;
-  if (options.lock_timeout) {
-    head = WithLockTimeout(s, *options.lock_timeout, lock);
-  } else if (session_lock_timeout != "0") {
-    head = InSavepoint(s, lock);
+  if (options.lock_timeout || session_lock_timeout != "0") {
+    head = InSavepoint(s, options.lock_timeout, lock);
   } else {
     head = lock();
   }
