@@ -1,0 +1,29 @@
+// The one-shot subcommands RunCommandLine dispatches to (`run` is the App).
+// Each connects, does its work, prints to stdout and returns an exit code
+// (cli.hpp); errors propagate as exceptions for RunCommandLine to map.
+//
+// Thread safety: call from the main thread, one at a time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "daemon/config.hpp"
+
+namespace compactiond::cli {
+
+// sweep --once: every topic's headless sweep, then its log cleaner.
+int SweepOnce(const Settings& s);
+// stats [--json]
+int Stats(const Settings& s, bool json);
+// topic list [--json]
+int TopicList(const Settings& s, bool json);
+// topic register NAME... with the invocation's --headless-ttl, --retention
+// and --tombstone-retention.
+int TopicRegister(const Settings& s, const std::vector<std::string>& names,
+                  const Invocation& inv);
+// schema install [--roles [--role-prefix P]]
+int SchemaInstall(const Settings& s, bool roles,
+                  const std::string& role_prefix);
+
+}  // namespace compactiond::cli
