@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
+#include <utility>
+
+#include "daemon/log.hpp"
 
 namespace compactiond {
 namespace {
@@ -116,7 +119,22 @@ compaction::ClientOptions ClientOptionsFor(const Settings& s) {
   options.schema = s.schema;
   options.pool_size = s.pool_size;
   options.application_name = s.application_name;
+  options.notice_handler = LogNotices("postgres");
   return options;
+}
+
+compaction::NoticeHandler LogNotices(std::string component) {
+  return [component = std::move(component)](const compaction::Notice& n) {
+    const bool loud = n.severity == "WARNING" || n.severity == "ERROR" ||
+                      n.severity == "FATAL" || n.severity == "PANIC";
+    const std::initializer_list<LogField> fields = {{"severity", n.severity},
+                                                    {"sqlstate", n.sqlstate}};
+    if (loud) {
+      LogWarn(component, n.message, fields);
+    } else {
+      LogDebug(component, n.message, fields);
+    }
+  };
 }
 
 }  // namespace compactiond

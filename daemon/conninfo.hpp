@@ -54,6 +54,12 @@ std::string RenderConninfo(const std::map<std::string, std::string>& params);
 // listener. Throws ConfigError naming `db` when the conninfo does not parse.
 std::map<std::string, std::string> ConnectionParams(const Settings& s);
 
+// With notice_handler = LogNotices("postgres").
 compaction::ClientOptions ClientOptionsFor(const Settings& s);
+
+// Logs the server's notices (component `component`): warnings and worse
+// (a shutdown's "terminating connection" is FATAL) at warn, the rest at
+// debug. libpq would print them raw on stderr.
+compaction::NoticeHandler LogNotices(std::string component);
 
 }  // namespace compactiond

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/conninfo.hpp"
 #include "daemon/log.hpp"
 
 namespace compactiond {
@@ -74,7 +75,7 @@ void TopicListener::Run() {
 bool TopicListener::Session() {
   std::optional<compaction::TopicEventListener> conn;
   try {
-    conn.emplace(params_);
+    conn.emplace(params_, LogNotices("postgres"));
     // Bounded here so that Stop() is never stuck behind a dead host.
     const auto deadline = std::chrono::steady_clock::now() + kConnectTimeout;
     while (!conn->Connect(kPollSlice)) {

@@ -27,10 +27,13 @@ Client Client::Connect(const std::map<std::string, std::string>& params,
   if (options.schema.size() > 63) {
     throw InvalidArgument(kOp, "schema name is longer than 63 bytes");
   }
-  pg::ConnPtr first = pg::Connect(params, options.application_name, kOp);
+  pg::ConnPtr first = pg::Connect(params, options.application_name, kOp,
+                                  &options.notice_handler);
   std::string quoted = pg::QuoteIdentifier(first.get(), options.schema);
   auto core = std::make_shared<detail::ClientCore>(params, std::move(options),
                                                    std::move(quoted));
+  // `options` is moved from: the core's copy lives as long as the pool.
+  pg::RouteNotices(first.get(), &core->options().notice_handler);
   const std::optional<int> found = detail::InstalledSystemVersion(
       *core, pg::Session{first.get(), nullptr}, kOp);
   if (found && *found != kSystemBaselineVersion) {

@@ -28,7 +28,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       : options_(std::move(options)),
         schema_(std::move(quoted_schema)),
         pool_(std::move(params), options_.application_name, options_.pool_size,
-              options_.acquire_timeout, options_.prepared_statements) {}
+              options_.acquire_timeout, options_.prepared_statements,
+              &options_.notice_handler) {}
 
   const ClientOptions& options() const { return options_; }
   // The quoted schema identifier, ready to splice into SQL.

@@ -3,10 +3,28 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
 namespace compaction {
+
+// A notice, warning or asynchronous error that the server (or libpq itself)
+// sent on one of the library's connections outside any statement's result,
+// e.g. "terminating connection due to administrator command" when a server
+// shuts down or a failover kills the backend.
+struct Notice {
+  std::string severity;  // not localized: "WARNING", "NOTICE", "FATAL", ...
+  std::string sqlstate;  // five characters; empty when libpq made it
+  std::string message;   // the primary message only (no DETAIL: it can
+                         // quote key values)
+};
+
+// Receives notices. Runs on the thread that uses the connection at that
+// moment, so on several threads at once: it must be thread-safe, should be
+// quick, and must not call back into the library. Exceptions it throws are
+// dropped.
+using NoticeHandler = std::function<void(const Notice&)>;
 
 struct ClientOptions {
   // Schema holding every table; always quoted as an identifier.
@@ -26,6 +44,9 @@ struct ClientOptions {
   // in pool_mode = transaction, where a prepared statement may not exist on
   // the server connection the next transaction lands on.
   bool prepared_statements = true;
+  // Where the server's notices and warnings on the client's connections
+  // go; empty (the default) drops them. libpq would print them on stderr.
+  NoticeHandler notice_handler = nullptr;
 };
 
 // The longest TTL a topic or a janitor claim takes: 36,500 days (about 100

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "compaction/export.hpp"
+#include "compaction/options.hpp"
 
 namespace compaction {
 
@@ -69,8 +70,11 @@ class COMPACTION_EXPORT TopicEventListener {
   // Starts a non-blocking connect with libpq keyword -> value `params`
   // (search_path pinned, keepalives and timeouts defaulted as on the
   // library's own connections). Throws ConnectionLost when libpq cannot
-  // even start (an unknown keyword, say).
-  explicit TopicEventListener(const std::map<std::string, std::string>& params);
+  // even start (an unknown keyword, say). The connection's notices (e.g.
+  // the server's "terminating connection" on shutdown) go to `notices`,
+  // dropped when it is empty; never to stderr.
+  explicit TopicEventListener(const std::map<std::string, std::string>& params,
+                              NoticeHandler notices = {});
   ~TopicEventListener();
   TopicEventListener(TopicEventListener&&) noexcept;
   TopicEventListener& operator=(TopicEventListener&&) noexcept;

@@ -318,14 +318,46 @@ ParamArrays::ParamArrays(const ConnParams& params) {
   values.push_back(nullptr);
 }
 
+namespace {
+
+std::string ResultField(const PGresult* result, int field) {
+  const char* value = PQresultErrorField(result, field);
+  return value != nullptr ? value : "";
+}
+
+// libpq calls this from inside its own C code: nothing may escape.
+void ReceiveNotice(void* arg, const PGresult* result) noexcept {
+  const auto* handler = static_cast<const NoticeHandler*>(arg);
+  if (handler == nullptr || !*handler || result == nullptr) return;
+  try {
+    Notice notice{ResultField(result, PG_DIAG_SEVERITY_NONLOCALIZED),
+                  ResultField(result, PG_DIAG_SQLSTATE),
+                  ResultField(result, PG_DIAG_MESSAGE_PRIMARY)};
+    if (notice.severity.empty()) {
+      notice.severity = ResultField(result, PG_DIAG_SEVERITY);
+    }
+    (*handler)(notice);
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+void RouteNotices(PGconn* conn, const NoticeHandler* handler) {
+  if (conn == nullptr) return;
+  PQsetNoticeReceiver(conn, &ReceiveNotice,
+                      const_cast<NoticeHandler*>(handler));
+}
+
 ConnPtr Connect(const ConnParams& params, const std::string& application_name,
-                const char* operation) {
+                const char* operation, const NoticeHandler* notices) {
   ConnParams all = ForConnection(params);
   // The client's application_name wins over the conninfo's.
   all["application_name"] = application_name;
   const ParamArrays arrays(all);
   ConnPtr conn(PQconnectdbParams(arrays.keywords.data(), arrays.values.data(),
                                  /*expand_dbname=*/0));
+  RouteNotices(conn.get(), notices);
   if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
     throw ConnectionLost(operation,
                          "cannot connect: " + TrimmedErrorMessage(conn.get()));
@@ -359,8 +391,8 @@ std::int64_t Int64(const PGresult* r, int row, int col) {
   const auto [ptr, ec] =
       std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size()) {
-    throw InternalError("decode", "not an integer: column " +
-                                      std::string(PQfname(r, col)));
+    throw InternalError(
+        "decode", "not an integer: column " + std::string(PQfname(r, col)));
   }
   return value;
 }

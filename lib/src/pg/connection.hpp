@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "compaction/options.hpp"
+
 namespace compaction::pg {
 
 struct ResultDeleter {
@@ -176,10 +178,16 @@ ConnParams ParseConninfo(const std::string& conninfo, const char* operation);
 // they set them.
 ConnParams ForConnection(ConnParams params);
 
-// Opens a connection with ForConnection(params) and `application_name`.
-// Throws ConnectionLost when it cannot.
+// Opens a connection with ForConnection(params) and `application_name`,
+// its notices routed to `notices` (RouteNotices). Throws ConnectionLost
+// when it cannot.
 ConnPtr Connect(const ConnParams& params, const std::string& application_name,
-                const char* operation);
+                const char* operation, const NoticeHandler* notices = nullptr);
+
+// Sends the notices and warnings `conn` receives to `*handler` (dropped when
+// `handler` is null or empty) instead of libpq's default, which prints them
+// on the application's stderr. `handler` must outlive the connection.
+void RouteNotices(PGconn* conn, const NoticeHandler* handler);
 
 // The parameter arrays PQconnectdbParams and PQconnectStartParams take;
 // valid while `params` lives.

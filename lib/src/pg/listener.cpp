@@ -33,17 +33,20 @@ struct TopicEventListener::Impl {
   pg::ConnPtr conn;
   PostgresPollingStatusType polling = PGRES_POLLING_WRITING;
   bool listening = false;
+  NoticeHandler notices;  // here, so its address is stable across moves
 };
 
 TopicEventListener::TopicEventListener(
-    const std::map<std::string, std::string>& params)
+    const std::map<std::string, std::string>& params, NoticeHandler notices)
     : impl_(std::make_unique<Impl>()) {
+  impl_->notices = std::move(notices);
   const pg::ConnParams all = pg::ForConnection(params);
   const pg::ParamArrays arrays(all);
   // Non-blocking, so that no call waits longer than its slice.
   impl_->conn.reset(PQconnectStartParams(arrays.keywords.data(),
                                          arrays.values.data(),
                                          /*expand_dbname=*/0));
+  pg::RouteNotices(impl_->conn.get(), &impl_->notices);
   if (!impl_->conn || PQstatus(impl_->conn.get()) == CONNECTION_BAD) {
     Lost(impl_->conn.get(), "cannot connect");
   }

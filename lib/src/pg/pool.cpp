@@ -5,16 +5,19 @@
 namespace compaction::pg {
 
 Pool::Pool(ConnParams params, std::string application_name, int size,
-           std::chrono::milliseconds acquire_timeout, bool prepared_statements)
+           std::chrono::milliseconds acquire_timeout, bool prepared_statements,
+           const NoticeHandler* notices)
     : params_(std::move(params)),
       application_name_(std::move(application_name)),
       size_(size),
       acquire_timeout_(acquire_timeout),
-      prepared_statements_(prepared_statements) {}
+      prepared_statements_(prepared_statements),
+      notices_(notices) {}
 
 void Pool::Adopt(ConnPtr conn) {
   std::lock_guard lock(mutex_);
   if (open_ >= size_) return;  // conn closes
+  RouteNotices(conn.get(), notices_);
   ++open_;
   idle_.push_back(
       std::make_unique<Connection>(std::move(conn), prepared_statements_));
@@ -41,7 +44,8 @@ Pool::Lease Pool::Acquire(const char* operation) {
   lock.unlock();
   try {
     auto conn = std::make_unique<Connection>(
-        Connect(params_, application_name_, operation), prepared_statements_);
+        Connect(params_, application_name_, operation, notices_),
+        prepared_statements_);
     return Lease(this, std::move(conn));
   } catch (...) {
     lock.lock();

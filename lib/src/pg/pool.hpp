@@ -35,8 +35,10 @@ class Connection {
 
 class Pool {
  public:
+  // `notices` (RouteNotices) must outlive the pool.
   Pool(ConnParams params, std::string application_name, int size,
-       std::chrono::milliseconds acquire_timeout, bool prepared_statements);
+       std::chrono::milliseconds acquire_timeout, bool prepared_statements,
+       const NoticeHandler* notices = nullptr);
 
   // A connection on loan; returned to the pool (or closed when it is broken
   // or left inside a transaction that cannot be rolled back) on destruction.
@@ -80,6 +82,7 @@ class Pool {
   const int size_;
   const std::chrono::milliseconds acquire_timeout_;
   const bool prepared_statements_;
+  const NoticeHandler* const notices_;
   std::mutex mutex_;
   std::condition_variable available_;
   std::vector<std::unique_ptr<Connection>> idle_;

@@ -1,0 +1,41 @@
+// What a transaction whose connection broke during COMMIT turned out to be,
+// found out on a new connection (DESIGN.md section 10's contract).
+//
+// Thread safety: a free function; runs on the calling thread and blocks at
+// most ClientOptions::commit_check_timeout.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core.hpp"
+#include "pg/connection.hpp"
+
+namespace compaction::detail {
+
+// A message the transaction wrote, as its INSERT ... RETURNING said: the
+// effect looked for. Its id alone proves nothing (identity values can be
+// drawn again after a crash or a failover), so key and created_at must
+// match too.
+struct WrittenMessage {
+  std::int64_t topic_id = 0;
+  std::int64_t id = 0;
+  std::optional<std::string> key;
+  std::int64_t created_at_us = 0;
+};
+
+// Returns normally when the transaction committed: `effect` is on the
+// server. Throws ConnectionLost (safe to retry) when it provably did not:
+// the new connection reached the same server (same system identifier and
+// postmaster start), the old backend is gone from pg_stat_activity (so it
+// can no longer commit) and the effect is absent while the topic's
+// retention cannot have removed it. Throws CommitOutcomeUnknown otherwise:
+// no effect to look for (a lock-only transaction), another server (a
+// promoted standby), an unknown old backend (a pooler in between), or no
+// answer within the timeout. `old` is the broken connection's identity.
+void ResolveBrokenCommit(ClientCore& core, const char* operation,
+                         const pg::ServerIdentity* old,
+                         const std::optional<WrittenMessage>& effect);
+
+}  // namespace compaction::detail
