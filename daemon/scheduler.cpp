@@ -55,6 +55,22 @@ Millis ScheduleSettings::CleanerIntervalFor(
   return std::clamp(due / 2, cleaner_min_interval, cleaner_max_interval);
 }
 
+JobReport RunJob(compaction::Janitor& janitor, const std::string& topic,
+                 Job job, const compaction::SweepOptions& options) {
+  if (job == Job::kSweep) {
+    compaction::SweepResult r = janitor.SweepHeadless(topic, options);
+    return JobReport{r.deleted,          0,
+                     r.batches,          r.stopped_at_limit,
+                     r.skipped,          std::move(r.claimed_by),
+                     r.cancelled,        r.lost_claim};
+  }
+  compaction::CompactResult r = janitor.CompactLog(topic, options);
+  return JobReport{r.deleted_messages, r.tombstones_expired,
+                   r.batches,          r.stopped_at_limit,
+                   r.skipped,          std::move(r.claimed_by),
+                   r.cancelled,        r.lost_claim};
+}
+
 Scheduler::Scheduler(asio::io_context& io, WorkerPool& pool, Database& db,
                      MetricsProbe& probe, ScheduleSettings settings)
     : io_(io),
@@ -82,10 +98,6 @@ Millis Scheduler::IntervalOf(const compaction::TopicInfo& info,
                              Job job) const {
   return job == Job::kSweep ? settings_.IntervalFor(info.headless_ttl)
                             : settings_.CleanerIntervalFor(info);
-}
-
-const compaction::SweepOptions& Scheduler::OptionsOf(Job job) const {
-  return job == Job::kSweep ? settings_.sweep : settings_.cleaner;
 }
 
 void Scheduler::Retime(const std::shared_ptr<Topic>& topic, Job job) {
@@ -205,7 +217,8 @@ void Scheduler::Start(const std::shared_ptr<Topic>& topic, Job job) {
   auto started = std::chrono::steady_clock::now();
   std::int64_t started_unix_us = UnixMicros();
   pool_.Submit(
-      [this, client, job, name = topic->info.name, options = OptionsOf(job)] {
+      [this, client, job, name = topic->info.name,
+       options = settings_.OptionsFor(job)] {
         return Run(*client, name, job, options);
       },
       [this, topic, job, client, started,
@@ -239,18 +252,8 @@ Scheduler::RunReport Scheduler::Run(compaction::Client& client,
     report.not_started = true;
     return report;
   }
-  if (job == Job::kSweep) {
-    compaction::SweepResult r = janitor.SweepHeadless(name, options);
-    return RunReport{r.deleted,   0,         r.batches,
-                     r.stopped_at_limit, r.skipped, std::move(r.claimed_by),
-                     r.cancelled, r.lost_claim, false};
-  }
-  compaction::CompactResult r = janitor.CompactLog(name, options);
-  return RunReport{r.deleted_messages,   r.tombstones_expired,
-                   r.batches,            r.stopped_at_limit,
-                   r.skipped,            std::move(r.claimed_by),
-                   r.cancelled,          r.lost_claim,
-                   false};
+  report.job = RunJob(janitor, name, job, options);
+  return report;
 }
 
 void Scheduler::OnDone(const std::shared_ptr<Topic>& topic, Job job,
@@ -286,8 +289,8 @@ void Scheduler::OnDone(const std::shared_ptr<Topic>& topic, Job job,
     Arm(topic, job, NextDelay(t.interval));
     return;
   }
-  const RunReport& r = *outcome.value;
-  if (r.not_started) return;
+  if (outcome.value->not_started) return;
+  const JobReport& r = outcome.value->job;
   if (!topic->removed) Report(name, job, r, took);
   if (r.skipped) {
     LogDebug("scheduler", std::string(what) + " skipped",
@@ -309,13 +312,13 @@ void Scheduler::OnDone(const std::shared_ptr<Topic>& topic, Job job,
   }
   // A run cut off at max-batches leaves a backlog: continue right away,
   // after the batch pause the run itself skipped after its last batch.
+  const bool backlog = r.stopped_at_limit && !r.cancelled;
   Arm(topic, job,
-      r.stopped_at_limit && !r.cancelled ? OptionsOf(job).batch_pause
-                                         : NextDelay(t.interval));
+      backlog ? settings_.OptionsFor(job).batch_pause : NextDelay(t.interval));
 }
 
 // The run's metrics.
-void Scheduler::Report(const std::string& name, Job job, const RunReport& r,
+void Scheduler::Report(const std::string& name, Job job, const JobReport& r,
                        std::chrono::duration<double> took) {
   const bool complete = !r.cancelled && !r.lost_claim;
   if (job == Job::kSweep) {

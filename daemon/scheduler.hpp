@@ -42,6 +42,9 @@
 
 namespace compactiond {
 
+// The two jobs a topic's timers run.
+enum class Job { kSweep, kClean };
+
 struct ScheduleSettings {
   Millis min_interval;
   Millis max_interval;
@@ -55,10 +58,27 @@ struct ScheduleSettings {
   Millis IntervalFor(Millis ttl) const;
   // 0 when the topic keeps messages and tombstones forever: no cleaner.
   Millis CleanerIntervalFor(const compaction::TopicInfo& topic) const;
+  const compaction::SweepOptions& OptionsFor(Job job) const {
+    return job == Job::kSweep ? sweep : cleaner;
+  }
 };
 
-// The two jobs a topic's timers run.
-enum class Job { kSweep, kClean };
+// What one run of either job did.
+struct JobReport {
+  std::int64_t deleted = 0;  // headless rows, or log messages
+  std::int64_t tombstones_expired = 0;
+  int batches = 0;
+  bool stopped_at_limit = false;
+  bool skipped = false;
+  std::string claimed_by;
+  bool cancelled = false;
+  bool lost_claim = false;
+};
+
+// One run of `job` on `topic` through `janitor`; blocks (call it on a
+// worker thread). The scheduler and `sweep --once` both run jobs this way.
+JobReport RunJob(compaction::Janitor& janitor, const std::string& topic,
+                 Job job, const compaction::SweepOptions& options);
 
 class Scheduler {
  public:
@@ -99,21 +119,12 @@ class Scheduler {
     Timer clean;
     bool removed = false;
   };
-  // What one run of either job did.
   struct RunReport {
-    std::int64_t deleted = 0;
-    std::int64_t tombstones_expired = 0;
-    int batches = 0;
-    bool stopped_at_limit = false;
-    bool skipped = false;
-    std::string claimed_by;
-    bool cancelled = false;
-    bool lost_claim = false;
+    JobReport job;
     bool not_started = false;  // shutdown began before the run could start
   };
 
   Millis IntervalOf(const compaction::TopicInfo& info, Job job) const;
-  const compaction::SweepOptions& OptionsOf(Job job) const;
   // Sets the job's interval and re-arms its idle timer when it changed.
   void Retime(const std::shared_ptr<Topic>& topic, Job job);
   void Arm(const std::shared_ptr<Topic>& topic, Job job, Millis delay);
@@ -124,7 +135,7 @@ class Scheduler {
               const std::shared_ptr<compaction::Client>& client,
               std::chrono::steady_clock::time_point started,
               std::int64_t started_unix_us, Outcome<RunReport> outcome);
-  void Report(const std::string& name, Job job, const RunReport& r,
+  void Report(const std::string& name, Job job, const JobReport& r,
               std::chrono::duration<double> took);
   Millis NextDelay(Millis interval);
   Millis FirstDelay(Millis interval);

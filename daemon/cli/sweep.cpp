@@ -1,65 +1,97 @@
-// sweep --once: one pass over every topic, on pool-size threads.
+// sweep --once: one pass over every topic: its headless sweep, then its log
+// cleaner, each run as `run` runs it (RunJob on a WorkerPool of pool-size
+// threads), with a line on stdout per run.
 #include <compaction/compaction.hpp>
 #include <iostream>
-#include <mutex>
-#include <thread>
 
+#include "daemon/asio.hpp"
 #include "daemon/cli.hpp"
 #include "daemon/cli/commands.hpp"
 #include "daemon/cli/common.hpp"
 #include "daemon/failure.hpp"
 #include "daemon/log.hpp"
 #include "daemon/scheduler.hpp"
+#include "daemon/worker_pool.hpp"
 
 namespace compactiond::cli {
+namespace {
+
+std::string Status(const JobReport& r) {
+  return r.skipped ? "skipped claimed_by=" + r.claimed_by : "ok";
+}
+
+void Print(const std::string& topic, Job job, const JobReport& r) {
+  if (job == Job::kSweep) {
+    std::cout << "topic=" << topic << " deleted=" << r.deleted
+              << " batches=" << r.batches << " status=" << Status(r) << "\n";
+    return;
+  }
+  std::cout << "topic=" << topic << " cleaner deleted_messages=" << r.deleted
+            << " tombstones_expired=" << r.tombstones_expired
+            << " batches=" << r.batches << " status=" << Status(r) << "\n";
+}
+
+// One pass. The pool's threads run the jobs; the rest (printing, the tally)
+// runs on the thread that calls Run(), so it needs no lock.
+class SweepPass {
+ public:
+  SweepPass(compaction::Client& client, const Settings& s)
+      : client_(client),
+        schedule_(ScheduleSettings::From(s)),
+        pool_(io_, s.pool_size) {}
+
+  // Returns how many topics failed (their sweep, or else their cleaner).
+  int Run(const std::vector<compaction::TopicInfo>& topics) {
+    pending_ = topics.size();
+    if (pending_ == 0) return 0;
+    for (const auto& t : topics) Submit(t.name, Job::kSweep);
+    io_.run();
+    return failed_;
+  }
+
+ private:
+  void Submit(const std::string& topic, Job job) {
+    pool_.Submit(
+        [this, topic, job] {
+          compaction::Janitor janitor(client_);
+          return RunJob(janitor, topic, job, schedule_.OptionsFor(job));
+        },
+        [this, topic, job](Outcome<JobReport> out) {
+          OnDone(topic, job, out);
+        });
+  }
+
+  // A failed sweep skips the topic's cleaner, as a failed run would.
+  void OnDone(const std::string& topic, Job job,
+              const Outcome<JobReport>& out) {
+    if (!out.ok()) {
+      ++failed_;
+      LogError("sweep", "sweep failed",
+               {{"topic", topic}, {"error", Describe(out.error)}});
+      std::cout << "topic=" << topic << " status=failed\n";
+    } else {
+      Print(topic, job, *out.value);
+      if (job == Job::kSweep) return Submit(topic, Job::kClean);
+    }
+    if (--pending_ == 0) work_.reset();  // io_.run() returns
+  }
+
+  compaction::Client& client_;
+  const ScheduleSettings schedule_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_{
+      io_.get_executor()};
+  WorkerPool pool_;     // last: joins before io_ goes
+  size_t pending_ = 0;  // topics not finished
+  int failed_ = 0;
+};
+
+}  // namespace
 
 int SweepOnce(const Settings& s) {
   compaction::Client client = Connect(s);
-  std::vector<compaction::TopicInfo> topics = client.ListTopics();
-  const ScheduleSettings schedule = ScheduleSettings::From(s);
-  std::mutex mu;
-  size_t next = 0;
-  int failed = 0;
-  auto worker = [&] {
-    compaction::Janitor janitor(client);
-    for (;;) {
-      std::string name;
-      {
-        std::lock_guard lock(mu);
-        if (next == topics.size()) return;
-        name = topics[next++].name;
-      }
-      try {
-        // The headless sweep, then the log cleaner, each as `run` does.
-        compaction::SweepResult r = janitor.SweepHeadless(name, schedule.sweep);
-        {
-          std::lock_guard lock(mu);
-          std::cout << "topic=" << name << " deleted=" << r.deleted
-                    << " batches=" << r.batches << " status="
-                    << (r.skipped ? "skipped claimed_by=" + r.claimed_by : "ok")
-                    << "\n";
-        }
-        compaction::CompactResult c =
-            janitor.CompactLog(name, schedule.cleaner);
-        std::lock_guard lock(mu);
-        std::cout << "topic=" << name
-                  << " cleaner deleted_messages=" << c.deleted_messages
-                  << " tombstones_expired=" << c.tombstones_expired
-                  << " batches=" << c.batches << " status="
-                  << (c.skipped ? "skipped claimed_by=" + c.claimed_by : "ok")
-                  << "\n";
-      } catch (const std::exception&) {
-        std::string error = Describe(std::current_exception());
-        std::lock_guard lock(mu);
-        ++failed;
-        LogError("sweep", "sweep failed", {{"topic", name}, {"error", error}});
-        std::cout << "topic=" << name << " status=failed\n";
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int i = 0; i < s.pool_size; ++i) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
+  const std::vector<compaction::TopicInfo> topics = client.ListTopics();
+  const int failed = SweepPass(client, s).Run(topics);
   std::cout.flush();
   LogInfo("sweep", "pass finished",
           {{"topics", static_cast<std::int64_t>(topics.size())},

@@ -838,6 +838,10 @@ def test_cli():
     setup_schema(ARGS.binary, schema)
     common = ["--schema", schema, "--application-name", app]
     try:
+        # No topics: the pass ends at once, printing nothing.
+        r = run_cli(ARGS.binary, ["sweep", "--once", *common], timeout=20)
+        check(r.returncode == 0 and r.stdout == "",
+              f"sweep --once without topics: exit {r.returncode}: {r.stdout}")
         good = register(ARGS.binary, schema, "good", "1s")
         bad = register(ARGS.binary, schema, "bad", "30m")
         insert_headless(schema, good, 7)
