@@ -2,11 +2,10 @@
 // and dispatches to the App (`run`) or a one-shot command in cli/.
 #include "daemon/cli.hpp"
 
+#include <compaction/errors.hpp>
 #include <cstdio>
 #include <iostream>
 #include <string>
-
-#include <compaction/errors.hpp>
 
 #include "daemon/app.hpp"
 #include "daemon/cli/commands.hpp"

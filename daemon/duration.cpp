@@ -60,8 +60,8 @@ std::string FormatDuration(std::chrono::milliseconds d) {
     std::int64_t millis;
     const char* suffix;
   };
-  for (Unit u : {Unit{86'400'000, "d"}, Unit{3'600'000, "h"},
-                 Unit{60'000, "m"}, Unit{1000, "s"}}) {
+  for (Unit u : {Unit{86'400'000, "d"}, Unit{3'600'000, "h"}, Unit{60'000, "m"},
+                 Unit{1000, "s"}}) {
     if (ms % u.millis == 0) return std::to_string(ms / u.millis) + u.suffix;
   }
   return std::to_string(ms) + "ms";

@@ -1,13 +1,12 @@
 #include "daemon/http.hpp"
 
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <chrono>
 #include <map>
 #include <optional>
 #include <set>
 #include <vector>
-
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 
 #include "daemon/log.hpp"
 
