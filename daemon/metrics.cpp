@@ -1,16 +1,16 @@
 #include "daemon/metrics.hpp"
 
-#include <limits>
-#include <map>
-#include <mutex>
-#include <sstream>
-
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+
+#include <limits>
+#include <map>
+#include <mutex>
+#include <sstream>
 
 namespace compactiond {
 namespace {
@@ -56,8 +56,10 @@ struct RunSeries {
   prometheus::Gauge* last_success;
 
   static RunSeries Add(RunFamilies& f, const prometheus::Labels& labels) {
-    return RunSeries{&f.deleted.Add(labels),  &f.runs.Add(labels),
-                     &f.failures.Add(labels), &f.skipped.Add(labels),
+    return RunSeries{&f.deleted.Add(labels),
+                     &f.runs.Add(labels),
+                     &f.failures.Add(labels),
+                     &f.skipped.Add(labels),
                      &f.duration.Add(labels, DurationBuckets()),
                      &f.last_success.Add(labels)};
   }
@@ -370,8 +372,7 @@ void MetricsProbe::SetHeadless(const std::string& topic, std::int64_t rows,
   s->oldest_age->Set(std::chrono::duration<double>(oldest_age).count());
 }
 
-void MetricsProbe::SweepFinished(const std::string& topic,
-                                 std::int64_t deleted,
+void MetricsProbe::SweepFinished(const std::string& topic, std::int64_t deleted,
                                  std::chrono::duration<double> duration,
                                  bool complete) {
   std::lock_guard lock(impl_->mu);

@@ -8,11 +8,10 @@
 #pragma once
 
 #include <chrono>
+#include <compaction/options.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <compaction/options.hpp>
 
 namespace compactiond {
 
@@ -35,8 +34,8 @@ class MetricsProbe {
 
   // `estimated`: `rows` is the library's estimate above its exact-count
   // limit (TopicStats::headless_rows_estimated), not an exact count.
-  void SetHeadless(const std::string& topic, std::int64_t rows,
-                   bool estimated, std::chrono::milliseconds oldest_age);
+  void SetHeadless(const std::string& topic, std::int64_t rows, bool estimated,
+                   std::chrono::milliseconds oldest_age);
   // A sweep that returned. `complete` is false when it was cancelled or
   // lost its claim: its rows count, but it is no success.
   void SweepFinished(const std::string& topic, std::int64_t deleted,

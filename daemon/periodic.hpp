@@ -6,10 +6,9 @@
 // io_context thread only.
 #pragma once
 
+#include <compaction/client.hpp>
 #include <functional>
 #include <memory>
-
-#include <compaction/client.hpp>
 
 #include "daemon/asio.hpp"
 #include "daemon/config.hpp"
