@@ -1,7 +1,6 @@
 #include "daemon/scheduler.hpp"
 
 #include <algorithm>
-
 #include <compaction/client.hpp>
 
 #include "daemon/failure.hpp"
@@ -59,9 +58,8 @@ JobReport RunJob(compaction::Janitor& janitor, const std::string& topic,
                  Job job, const compaction::SweepOptions& options) {
   if (job == Job::kSweep) {
     compaction::SweepResult r = janitor.SweepHeadless(topic, options);
-    return JobReport{r.deleted,          0,
-                     r.batches,          r.stopped_at_limit,
-                     r.skipped,          std::move(r.claimed_by),
+    return JobReport{r.deleted,          0,           r.batches,
+                     r.stopped_at_limit, r.skipped,   std::move(r.claimed_by),
                      r.cancelled,        r.lost_claim};
   }
   compaction::CompactResult r = janitor.CompactLog(topic, options);
@@ -82,8 +80,8 @@ Scheduler::Scheduler(asio::io_context& io, WorkerPool& pool, Database& db,
 
 Millis Scheduler::NextDelay(Millis interval) {
   std::uniform_real_distribution<double> share(0.0, settings_.jitter);
-  auto off = static_cast<Millis::rep>(
-      static_cast<double>(interval.count()) * share(rng_));
+  auto off = static_cast<Millis::rep>(static_cast<double>(interval.count()) *
+                                      share(rng_));
   return interval - Millis(off);
 }
 
@@ -94,8 +92,7 @@ Millis Scheduler::FirstDelay(Millis interval) {
   return Millis(pick(rng_));
 }
 
-Millis Scheduler::IntervalOf(const compaction::TopicInfo& info,
-                             Job job) const {
+Millis Scheduler::IntervalOf(const compaction::TopicInfo& info, Job job) const {
   return job == Job::kSweep ? settings_.IntervalFor(info.headless_ttl)
                             : settings_.CleanerIntervalFor(info);
 }
@@ -197,11 +194,10 @@ void Scheduler::Arm(const std::shared_ptr<Topic>& topic, Job job,
   if (stopped_ || topic->removed || t.interval.count() == 0) return;
   // expires_after cancels a pending wait; its handler sees operation_aborted.
   t.timer.expires_after(delay);
-  t.timer.async_wait(
-      [this, topic, job](const boost::system::error_code& ec) {
-        if (ec || stopped_ || topic->removed || topic->of(job).running) return;
-        Start(topic, job);
-      });
+  t.timer.async_wait([this, topic, job](const boost::system::error_code& ec) {
+    if (ec || stopped_ || topic->removed || topic->of(job).running) return;
+    Start(topic, job);
+  });
 }
 
 void Scheduler::Start(const std::shared_ptr<Topic>& topic, Job job) {
@@ -216,16 +212,14 @@ void Scheduler::Start(const std::shared_ptr<Topic>& topic, Job job) {
   ++in_flight_;
   auto started = std::chrono::steady_clock::now();
   std::int64_t started_unix_us = UnixMicros();
-  pool_.Submit(
-      [this, client, job, name = topic->info.name,
-       options = settings_.OptionsFor(job)] {
-        return Run(*client, name, job, options);
-      },
-      [this, topic, job, client, started,
-       started_unix_us](Outcome<RunReport> outcome) {
-        OnDone(topic, job, client, started, started_unix_us,
-               std::move(outcome));
-      });
+  pool_.Submit([this, client, job, name = topic->info.name,
+                options = settings_.OptionsFor(
+                    job)] { return Run(*client, name, job, options); },
+               [this, topic, job, client, started,
+                started_unix_us](Outcome<RunReport> outcome) {
+                 OnDone(topic, job, client, started, started_unix_us,
+                        std::move(outcome));
+               });
 }
 
 // Runs on a worker thread.
@@ -330,8 +324,7 @@ void Scheduler::Report(const std::string& name, Job job, const JobReport& r,
   } else if (r.skipped) {
     probe_.CleanSkipped(name);
   } else {
-    probe_.CleanFinished(name, r.deleted, r.tombstones_expired, took,
-                         complete);
+    probe_.CleanFinished(name, r.deleted, r.tombstones_expired, took, complete);
   }
 }
 

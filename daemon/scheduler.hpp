@@ -23,6 +23,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <compaction/janitor.hpp>
+#include <compaction/options.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,9 +32,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <compaction/janitor.hpp>
-#include <compaction/options.hpp>
 
 #include "daemon/asio.hpp"
 #include "daemon/config.hpp"

@@ -12,13 +12,12 @@
 #pragma once
 
 #include <atomic>
+#include <compaction/options.hpp>
+#include <compaction/stats.hpp>
 #include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <compaction/options.hpp>
-#include <compaction/stats.hpp>
 
 #include "daemon/periodic.hpp"
 
