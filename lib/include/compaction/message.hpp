@@ -8,10 +8,9 @@
 #include <chrono>
 #include <concepts>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "compaction/errors.hpp"
 
@@ -35,8 +34,8 @@ struct RawMessage {
 template <class M>
 concept TypedMessage = requires(const M& m, nlohmann::json& j) {
   { M::kSchemaVersion } -> std::convertible_to<int>;
-  { nlohmann::json(m) };
-  { j.get<M>() };
+  {nlohmann::json(m)};
+  {j.get<M>()};
 };
 
 template <class M>

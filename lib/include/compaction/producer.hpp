@@ -10,8 +10,8 @@
 #pragma once
 
 #include <atomic>
-#include <cstdint>
 #include <concepts>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,9 +43,9 @@ class Producer {
   // The same inside the caller's transaction: commits or rolls back with it.
   ProduceResult ProduceInTx(Tx& tx, const M& message,
                             const ProduceOptions& options = {}) {
-    return Count(detail::ProduceInTx(*core_, tx, topic_.name, Encode(message),
-                                     options),
-                 options);
+    return Count(
+        detail::ProduceInTx(*core_, tx, topic_.name, Encode(message), options),
+        options);
   }
 
   // Appends a tombstone for `message_key` in its own transaction: a
@@ -56,33 +56,28 @@ class Producer {
   // key; after the topic's tombstone_retention the log cleaner removes the
   // tombstone and the key's row turns headless. Errors as Produce.
   ProduceResult ProduceTombstone(std::string message_key,
-                                 CompactionOptions options = {})
-    requires TypedMessage<M>
-  {
+                                 CompactionOptions options = {}) requires
+      TypedMessage<M> {
     return ProduceTombstoneAt(M::kSchemaVersion, std::move(message_key),
                               options, nullptr);
   }
   ProduceResult ProduceTombstoneInTx(Tx& tx, std::string message_key,
-                                     CompactionOptions options = {})
-    requires TypedMessage<M>
-  {
+                                     CompactionOptions options = {}) requires
+      TypedMessage<M> {
     return ProduceTombstoneAt(M::kSchemaVersion, std::move(message_key),
                               options, &tx);
   }
   // RawMessage has no schema version of its own: the caller names it (a
   // tombstone must rank at or above the key's head to win).
-  ProduceResult ProduceTombstone(std::string message_key,
-                                 CompactionOptions options, int schema_version)
-    requires std::same_as<M, RawMessage>
-  {
+  ProduceResult ProduceTombstone(
+      std::string message_key, CompactionOptions options,
+      int schema_version) requires std::same_as<M, RawMessage> {
     return ProduceTombstoneAt(schema_version, std::move(message_key), options,
                               nullptr);
   }
-  ProduceResult ProduceTombstoneInTx(Tx& tx, std::string message_key,
-                                     CompactionOptions options,
-                                     int schema_version)
-    requires std::same_as<M, RawMessage>
-  {
+  ProduceResult ProduceTombstoneInTx(
+      Tx& tx, std::string message_key, CompactionOptions options,
+      int schema_version) requires std::same_as<M, RawMessage> {
     return ProduceTombstoneAt(schema_version, std::move(message_key), options,
                               &tx);
   }
@@ -103,8 +98,8 @@ class Producer {
     options.message_key = std::move(key);
     options.compaction = compaction;
     if (tx == nullptr) {
-      return Count(
-          detail::Produce(*core_, topic_.name, tombstone, options), options);
+      return Count(detail::Produce(*core_, topic_.name, tombstone, options),
+                   options);
     }
     return Count(
         detail::ProduceInTx(*core_, *tx, topic_.name, tombstone, options),

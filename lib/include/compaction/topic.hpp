@@ -54,9 +54,8 @@ class KeyHandle {
   // `tombstone` set.
   std::vector<StoredMessage<M>> Messages(int limit) const {
     std::vector<StoredMessage<M>> out;
-    for (auto& raw :
-         detail::KeyMessages(*core_, topic_, message_key_, limit,
-                             std::is_same_v<M, RawMessage>)) {
+    for (auto& raw : detail::KeyMessages(*core_, topic_, message_key_, limit,
+                                         std::is_same_v<M, RawMessage>)) {
       out.push_back(detail::DecodeStored<M>("Messages", std::move(raw)));
     }
     return out;
