@@ -21,14 +21,14 @@ SchemaVersionMismatch::SchemaVersionMismatch(std::string operation,
                                              const std::string& subject,
                                              int found, int expected)
     : Error(std::move(operation),
-            found == 0 ? subject + " is not installed (expected version " +
-                             std::to_string(expected) +
-                             "; install the schema first)"
-                       : subject + " is at version " + std::to_string(found) +
-                             ", this build expects version " +
-                             std::to_string(expected) +
-                             " (pre-v1 baselines change in place: recreate "
-                             "the database)"),
+            found == 0
+                ? subject + " is not installed (expected version " +
+                      std::to_string(expected) + "; install the schema first)"
+                : subject + " is at version " + std::to_string(found) +
+                      ", this build expects version " +
+                      std::to_string(expected) +
+                      " (pre-v1 baselines change in place: recreate "
+                      "the database)"),
       found_(found),
       expected_(expected) {}
 

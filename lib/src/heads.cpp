@@ -117,12 +117,12 @@ std::string EnterSavepoint(pg::Session s,
     pg::ExecScript(s.conn, kOp, "SAVEPOINT " + kSavepoint);
     return "";
   }
-  pg::Result old = pg::ExecScript(
-      s.conn, kOp,
-      "SAVEPOINT " + kSavepoint +
-          "; SELECT pg_catalog.current_setting('lock_timeout'), "
-          "pg_catalog.set_config('lock_timeout', '" +
-          std::to_string(timeout->count()) + "ms', true)");
+  pg::Result old =
+      pg::ExecScript(s.conn, kOp,
+                     "SAVEPOINT " + kSavepoint +
+                         "; SELECT pg_catalog.current_setting('lock_timeout'), "
+                         "pg_catalog.set_config('lock_timeout', '" +
+                         std::to_string(timeout->count()) + "ms', true)");
   return std::string(pg::Text(old.get(), 0, 0));
 }
 
@@ -202,18 +202,19 @@ std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,
   constexpr const char* kOp = "CompactionHead";
   ValidateTopicName(kOp, topic);
   ValidateMessageKey(kOp, key);
-  return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t)
-                                         -> std::optional<RawStored> {
-    pg::Result r = pg::Exec(
-        s, kOp,
-        "SELECT " + std::string(kMessageColumns) + " FROM " +
-            core.HeadTable(t.id) + " h JOIN " + core.MessageTable(t.id) +
-            " m ON m.id = h.head_id WHERE h.message_key = $1 "
-            "AND m.payload IS NOT NULL",
-        pg::Params().Add(key));
-    if (PQntuples(r.get()) == 0) return std::nullopt;
-    return ParseStored(kOp, r.get(), 0, 0);
-  });
+  return WithTopic(
+      core, kOp, topic,
+      [&](pg::Session s, const TopicInfo& t) -> std::optional<RawStored> {
+        pg::Result r = pg::Exec(
+            s, kOp,
+            "SELECT " + std::string(kMessageColumns) + " FROM " +
+                core.HeadTable(t.id) + " h JOIN " + core.MessageTable(t.id) +
+                " m ON m.id = h.head_id WHERE h.message_key = $1 "
+                "AND m.payload IS NOT NULL",
+            pg::Params().Add(key));
+        if (PQntuples(r.get()) == 0) return std::nullopt;
+        return ParseStored(kOp, r.get(), 0, 0);
+      });
 }
 
 std::vector<RawStored> ListHeads(ClientCore& core, const std::string& topic,
@@ -242,15 +243,13 @@ std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
   ValidateMessageKey(kOp, key);
   ValidateLimit(kOp, "limit", limit, kMaxPageSize);
   return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
-    pg::Result r = pg::Exec(s, kOp,
-                            "SELECT " + std::string(kMessageColumns) +
-                                " FROM " + core.MessageTable(t.id) +
-                                " m WHERE m.message_key = $1 " +
-                                (with_tombstones
-                                     ? ""
-                                     : "AND m.payload IS NOT NULL ") +
-                                "ORDER BY m.id DESC LIMIT $2",
-                            pg::Params().Add(key).Add(limit));
+    pg::Result r =
+        pg::Exec(s, kOp,
+                 "SELECT " + std::string(kMessageColumns) + " FROM " +
+                     core.MessageTable(t.id) + " m WHERE m.message_key = $1 " +
+                     (with_tombstones ? "" : "AND m.payload IS NOT NULL ") +
+                     "ORDER BY m.id DESC LIMIT $2",
+                 pg::Params().Add(key).Add(limit));
     return ParseAllStored(kOp, r.get());
   });
 }

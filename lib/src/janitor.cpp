@@ -72,14 +72,9 @@ CompactResult Janitor::CompactLog(const std::string& topic_name,
   sweep::ValidateOptions(kOp, options);
   sweep::CleanerBatches kind(*core_, options);
   SweepResult r = in_flight_->Run(*core_, kind, topic_name, options);
-  return CompactResult{r.deleted,
-                       kind.tombstones_expired(),
-                       r.batches,
-                       r.stopped_at_limit,
-                       r.skipped,
-                       std::move(r.claimed_by),
-                       r.cancelled,
-                       r.lost_claim};
+  return CompactResult{
+      r.deleted, kind.tombstones_expired(), r.batches,   r.stopped_at_limit,
+      r.skipped, std::move(r.claimed_by),   r.cancelled, r.lost_claim};
 }
 
 }  // namespace compaction

@@ -139,12 +139,11 @@ void InstallRolesOnce(ClientCore& core, const RoleNames& names) {
 }  // namespace
 
 const std::string& SystemFingerprint() {
-  static const std::string fingerprint =
-      Fnv1a64()
-          .Add(sql::k_system_v1)
-          .Add(std::string_view("\0", 1))
-          .Add(sql::k_topic_v1)
-          .Hex();
+  static const std::string fingerprint = Fnv1a64()
+                                             .Add(sql::k_system_v1)
+                                             .Add(std::string_view("\0", 1))
+                                             .Add(sql::k_topic_v1)
+                                             .Hex();
   return fingerprint;
 }
 
