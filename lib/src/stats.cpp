@@ -161,9 +161,8 @@ constexpr const char* kEstimateSql =
     "AND NOT st.inherited) AS share) e";
 
 // Replaces the counts that stopped at the limit by their estimates.
-void EstimateOverLimit(const char* operation, ClientCore& core,
-                       pg::Session s, std::span<TopicOverview> topics,
-                       std::int64_t limit) {
+void EstimateOverLimit(const char* operation, ClientCore& core, pg::Session s,
+                       std::span<TopicOverview> topics, std::int64_t limit) {
   std::string ids;
   for (const TopicOverview& t : topics) {
     if (!t.stats.headless_rows_estimated) continue;
@@ -171,12 +170,11 @@ void EstimateOverLimit(const char* operation, ClientCore& core,
     ids += std::to_string(t.info.id);
   }
   if (ids.empty()) return;
-  pg::Result r =
-      pg::Exec(s, operation, kEstimateSql,
-               pg::Params()
-                   .Add(ids + "}")
-                   .Add(core.schema())
-                   .Add(core.options().schema));
+  pg::Result r = pg::Exec(s, operation, kEstimateSql,
+                          pg::Params()
+                              .Add(ids + "}")
+                              .Add(core.schema())
+                              .Add(core.options().schema));
   std::unordered_map<std::int64_t, std::int64_t> estimate;
   for (int row = 0; row < PQntuples(r.get()); ++row) {
     estimate.emplace(pg::Int64(r.get(), row, 0), pg::Int64(r.get(), row, 1));
@@ -260,9 +258,8 @@ void AddCleanerStats(const char* operation, ClientCore& core, pg::Session s,
     ids += std::to_string(t.info.id);
   }
   if (ids.empty()) return;
-  pg::Result r = pg::Exec(
-      s, operation, CleanerSql(core),
-      pg::Params().Add(ids + "}").Add(core.schema()));
+  pg::Result r = pg::Exec(s, operation, CleanerSql(core),
+                          pg::Params().Add(ids + "}").Add(core.schema()));
   std::unordered_map<std::int64_t, int> rows;
   for (int row = 0; row < PQntuples(r.get()); ++row) {
     rows.emplace(pg::Int64(r.get(), row, 0), row);
@@ -293,8 +290,8 @@ TopicStats ParseStats(const char* operation, const TopicInfo& topic,
                       bool with_version) {
   if (with_version) {
     // The same gate as ResolveTopic.
-    const int found = static_cast<int>(
-        pg::OptInt64(r, row, kVersion).value_or(0));
+    const int found =
+        static_cast<int>(pg::OptInt64(r, row, kVersion).value_or(0));
     std::optional<std::string> fingerprint;
     if (!pg::IsNull(r, row, kFingerprint)) {
       fingerprint = std::string(pg::Text(r, row, kFingerprint));
@@ -357,8 +354,8 @@ bool IsTopicFault(const DatabaseError& e) {
 // exists but cannot be read (tables missing or altered by hand, another
 // baseline, no privilege) is listed with its error, so it cannot take the
 // stats of every other topic down with it.
-void ListOne(ClientCore& core, pg::Session s, TopicInfo& t,
-             std::int64_t limit, std::vector<TopicOverview>& out) {
+void ListOne(ClientCore& core, pg::Session s, TopicInfo& t, std::int64_t limit,
+             std::vector<TopicOverview>& out) {
   try {
     TopicStats stats =
         QueryStats(kListOp, core, s, t, limit, /*with_version=*/true);

@@ -93,14 +93,19 @@ void CleanerBatches::Load(pg::Session s, std::int64_t topic_id) {
   pg::Result r = pg::Exec(
       s, kOperation,
       "SELECT c.position, c.pending_position, c.pending_xmax::text, "
-      "coalesce(c.pending_xmax <= " + xmin + ", false), "
-      "c.tombstone_position, c.tombstone_pending_position, "
-      "c.tombstone_pending_xmax::text, "
-      "coalesce(c.tombstone_pending_xmax <= " + xmin + ", false), "
-      "t.retention_ms = " + kForever + ", t.tombstone_retention_ms = " +
-      kForever + ", c.tombstoned_keys, c.next_created_at::text FROM " +
-      core_.schema() + ".log_cleaner_state c JOIN " + core_.schema() +
-      ".topic t ON t.id = c.topic_id WHERE c.topic_id = $1",
+      "coalesce(c.pending_xmax <= " +
+          xmin +
+          ", false), "
+          "c.tombstone_position, c.tombstone_pending_position, "
+          "c.tombstone_pending_xmax::text, "
+          "coalesce(c.tombstone_pending_xmax <= " +
+          xmin +
+          ", false), "
+          "t.retention_ms = " +
+          kForever + ", t.tombstone_retention_ms = " + kForever +
+          ", c.tombstoned_keys, c.next_created_at::text FROM " +
+          core_.schema() + ".log_cleaner_state c JOIN " + core_.schema() +
+          ".topic t ON t.id = c.topic_id WHERE c.topic_id = $1",
       pg::Params().Add(topic_id));
   if (PQntuples(r.get()) != 1) {
     // The claim just read this row; only a Destroy can have removed it.
@@ -138,8 +143,7 @@ CleanerBatches::Step CleanerBatches::TombstoneStep(pg::Session s,
       s, kOperation,
       "/* compaction:CompactLog:tombstones */ WITH scan AS MATERIALIZED ("
       "SELECT m.id, m.message_key, m.created_at < " +
-          Cutoff(core_, "tombstone_retention_ms") +
-          " AS old FROM " + message +
+          Cutoff(core_, "tombstone_retention_ms") + " AS old FROM " + message +
           " m WHERE m.payload IS NULL AND m.id > $2::bigint "
           "ORDER BY m.id LIMIT $3::bigint), "
           "young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), "
@@ -169,8 +173,10 @@ CleanerBatches::Step CleanerBatches::TombstoneStep(pg::Session s,
           "SELECT (SELECT pg_catalog.count(*) FROM gone), "
           "(SELECT pg_catalog.count(*) FROM expired), " +
           kFrontierColumns,
-      pg::Params().Add(topic_id).Add(tombstones_.at).Add(
-          static_cast<std::int64_t>(options_.batch_size)));
+      pg::Params()
+          .Add(topic_id)
+          .Add(tombstones_.at)
+          .Add(static_cast<std::int64_t>(options_.batch_size)));
   Step step;
   step.deleted = pg::Int64(r.get(), 0, 0);
   step.expired = pg::Int64(r.get(), 0, 1);
@@ -227,8 +233,10 @@ CleanerBatches::Step CleanerBatches::MessageStep(pg::Session s,
           kFrontierColumns +
           ", (SELECT n.created_at::text FROM scan n WHERE n.id >= "
           "(SELECT id FROM stop) ORDER BY n.id LIMIT 1)",
-      pg::Params().Add(topic_id).Add(messages_.at).Add(
-          static_cast<std::int64_t>(options_.batch_size)));
+      pg::Params()
+          .Add(topic_id)
+          .Add(messages_.at)
+          .Add(static_cast<std::int64_t>(options_.batch_size)));
   Step step;
   step.deleted = pg::Int64(r.get(), 0, 0);
   step.frontier = pg::Int64(r.get(), 0, 2);

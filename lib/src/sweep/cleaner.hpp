@@ -44,9 +44,9 @@ class CleanerBatches final : public BatchKind {
  private:
   // One walk's position, as stored and as this pass moved it.
   struct Cursor {
-    std::int64_t position = 0;              // final (stored)
-    std::optional<std::int64_t> pending;    // stored pending position
-    std::string pending_xmax;               // its xid8, as text
+    std::int64_t position = 0;            // final (stored)
+    std::optional<std::int64_t> pending;  // stored pending position
+    std::string pending_xmax;             // its xid8, as text
     bool pending_final = false;  // every xid below pending_xmax had ended
                                  // when this pass started
     bool pending_ours = false;   // set by this pass
