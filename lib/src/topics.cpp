@@ -127,17 +127,16 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
     // build could treat the settings differently, so check it first.
     RequireSystemBaseline(core, s, kOp);
     try {
-      return pg::Exec(
-          s, kOp,
-          std::string("SELECT ") + kTopicColumns +
-              ", t.version, t.fingerprint FROM " + core.schema() +
-              ".register_topic($1::text, $2::bigint, $3::bigint, "
-              "$4::bigint) t",
-          pg::Params()
-              .Add(name)
-              .Add(Millis(config.headless_ttl))
-              .Add(Millis(config.retention))
-              .Add(Millis(config.tombstone_retention)));
+      return pg::Exec(s, kOp,
+                      std::string("SELECT ") + kTopicColumns +
+                          ", t.version, t.fingerprint FROM " + core.schema() +
+                          ".register_topic($1::text, $2::bigint, $3::bigint, "
+                          "$4::bigint) t",
+                      pg::Params()
+                          .Add(name)
+                          .Add(Millis(config.headless_ttl))
+                          .Add(Millis(config.retention))
+                          .Add(Millis(config.tombstone_retention)));
     } catch (const DatabaseError& e) {
       RethrowSchemaMissing(core, kOp, e);
     }

@@ -33,10 +33,9 @@ std::string Shown(const std::string& text) {
 void ValidateTopicName(const char* operation, const std::string& name) {
   if (name.empty()) throw InvalidArgument(operation, "topic name is empty");
   if (name.size() > kMaxTopicNameLength) {
-    throw InvalidArgument(operation,
-                          "topic name is longer than " +
-                              std::to_string(kMaxTopicNameLength) +
-                              " characters");
+    throw InvalidArgument(operation, "topic name is longer than " +
+                                         std::to_string(kMaxTopicNameLength) +
+                                         " characters");
   }
   if (!IsTopicStart(name.front())) {
     throw InvalidArgument(operation, "topic name \"" + Shown(name) +

@@ -28,8 +28,7 @@ void ValidateTtl(const char* operation, const char* what,
 // most PostgreSQL's limit of INT_MAX milliseconds (about 24.8 days).
 void ValidateServerTimeout(const char* operation, const char* what,
                            std::chrono::milliseconds timeout);
-void ValidateLimit(const char* operation, const char* what, int limit,
-                   int max);
+void ValidateLimit(const char* operation, const char* what, int limit, int max);
 bool IsValidUtf8(const std::string& text);
 
 }  // namespace compaction::detail
