@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Formatting check of the library and daemon sources (about a second):
-#  1. no line is longer than .clang-format's ColumnLimit (counted in
-#     characters, as clang-format does);
-#  2. clang-format-14 --dry-run -Werror passes on every file not listed in
-#     .ci/format_pending, the files written before this check that still
-#     await a whole-file reformat (do it when nobody else is editing them,
-#     then drop them from the list). New files are checked from the start.
-# Tests (test/) follow the same style with wider lines and are not checked.
+# Formatting check of the C++ sources (about two seconds):
+#  1. no line of lib/ or daemon/ is longer than .clang-format's ColumnLimit
+#     (counted in characters, as clang-format does);
+#  2. clang-format-14 --dry-run -Werror passes on every C++ file of lib/,
+#     daemon/ and test/ not listed in .ci/format_pending, the files written
+#     before this check that still await a whole-file reformat (do it when
+#     nobody else is editing them, then drop them from the list). New files
+#     are checked from the start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 limit=$(awk -F': *' '$1 == "ColumnLimit" {print $2}' .clang-format)
 mapfile -t files < <(git ls-files 'lib/*.cpp' 'lib/*.hpp' 'daemon/*.cpp' \
                                   'daemon/*.hpp')
+mapfile -t tests < <(git ls-files 'test/*.cpp' 'test/*.hpp')
 status=0
 python3 - "$limit" "${files[@]}" <<'PY' || status=1
 import sys
@@ -30,7 +31,7 @@ PY
 # install-deps.sh installs it (with the rest of the build's packages).
 command -v clang-format-14 >/dev/null || bash deploy/local/install-deps.sh
 formatter=clang-format-14
-for f in "${files[@]}"; do
+for f in "${files[@]}" "${tests[@]}"; do
   grep -qxF "$f" .ci/format_pending && continue
   "$formatter" --dry-run -Werror "$f" || status=1
 done
