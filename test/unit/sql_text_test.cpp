@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "sql_text.hpp"
+
+#include <catch2/catch.hpp>
 
 using compaction::sql::Render;
 

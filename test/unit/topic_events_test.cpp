@@ -1,11 +1,11 @@
 // Unit tests of the NOTIFY payload parser: no database. The payloads are
 // what any role could send on the topic event channel.
+#include "compaction/topic_events.hpp"
+
+#include <catch2/catch.hpp>
 #include <optional>
 #include <string>
 
-#include <catch2/catch.hpp>
-
-#include "compaction/topic_events.hpp"
 #include "sql_text.hpp"
 
 namespace compaction {
@@ -151,7 +151,8 @@ TEST_CASE("ParseTopicEvent reasons never quote the payload", "[topic_event]") {
   }
 }
 
-TEST_CASE("the registration function notifies on the library's channel", "[topic_event]") {
+TEST_CASE("the registration function notifies on the library's channel",
+          "[topic_event]") {
   // register_topic() in system_v1.sql sends the NOTIFY of a registration;
   // topics.cpp sends Destroy's with the constant itself.
   CHECK(std::string(sql::k_system_v1)

@@ -1,7 +1,8 @@
+#include "validate.hpp"
+
 #include <catch2/catch.hpp>
 
 #include "compaction/errors.hpp"
-#include "validate.hpp"
 
 using compaction::InvalidArgument;
 using namespace compaction::detail;
@@ -22,7 +23,8 @@ TEST_CASE("topic names follow [a-z0-9][a-z0-9._-]*, at most 100 characters") {
 }
 
 TEST_CASE("topic name errors say what is wrong") {
-  CHECK_THROWS_WITH(ValidateTopicName("Register", ""), Catch::Contains("empty"));
+  CHECK_THROWS_WITH(ValidateTopicName("Register", ""),
+                    Catch::Contains("empty"));
   CHECK_THROWS_WITH(ValidateTopicName("Register", "Upper"),
                     Catch::Contains("must start with a-z or 0-9"));
   CHECK_THROWS_WITH(ValidateTopicName("Register", "a b"),
@@ -40,7 +42,8 @@ TEST_CASE("message keys are 1..1024 bytes of UTF-8 without NUL") {
                     Catch::Contains("longer than 1024"));
   CHECK_THROWS_WITH(ValidateMessageKey("k", std::string("a\0b", 3)),
                     Catch::Contains("NUL"));
-  CHECK_THROWS_WITH(ValidateMessageKey("k", "\xff\xfe"), Catch::Contains("UTF-8"));
+  CHECK_THROWS_WITH(ValidateMessageKey("k", "\xff\xfe"),
+                    Catch::Contains("UTF-8"));
 }
 
 TEST_CASE("UTF-8 validation rejects malformed sequences") {
@@ -56,8 +59,10 @@ TEST_CASE("UTF-8 validation rejects malformed sequences") {
 
 TEST_CASE("headless_ttl and limits must be positive") {
   CHECK_NOTHROW(ValidateHeadlessTtl("r", std::chrono::milliseconds(1)));
-  CHECK_THROWS_AS(ValidateHeadlessTtl("r", std::chrono::milliseconds(0)), InvalidArgument);
-  CHECK_THROWS_AS(ValidateHeadlessTtl("r", std::chrono::milliseconds(-5)), InvalidArgument);
+  CHECK_THROWS_AS(ValidateHeadlessTtl("r", std::chrono::milliseconds(0)),
+                  InvalidArgument);
+  CHECK_THROWS_AS(ValidateHeadlessTtl("r", std::chrono::milliseconds(-5)),
+                  InvalidArgument);
   CHECK_THROWS_AS(ValidateLimit("m", "limit", 0, 10), InvalidArgument);
   CHECK_THROWS_AS(ValidateLimit("m", "limit", -1, 10), InvalidArgument);
   CHECK_THROWS_AS(ValidateLimit("m", "limit", 11, 10), InvalidArgument);
