@@ -12,9 +12,11 @@ int main() try {
   }
   const auto history = accounts.Key("acct-7").Messages(10);
   std::cout << "history of acct-7 (newest first):";
-  for (const auto& m : history) std::cout << " #" << m.id << "=" << m.message.balance;
+  for (const auto& m : history)
+    std::cout << " #" << m.id << "=" << m.message.balance;
   std::cout << "\n";
-  if (history.size() != 3 || history[0].message.balance != 30 || history[2].message.balance != 10) {
+  if (history.size() != 3 || history[0].message.balance != 30 ||
+      history[2].message.balance != 10) {
     return Fail("history is not 30, 20, 10");
   }
   if (accounts.Key("acct-7").CompactionHead()->message.balance != 30) {

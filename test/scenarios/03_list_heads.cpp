@@ -8,7 +8,8 @@ int main() try {
   accounts.Register();
   auto producer = accounts.RegisterProducer();
   for (int i = 0; i < 7; ++i) {
-    producer.Produce(Account{"user" + std::to_string(i), i}, Compacted("acct-" + std::to_string(i)));
+    producer.Produce(Account{"user" + std::to_string(i), i},
+                     Compacted("acct-" + std::to_string(i)));
   }
   client.InTransaction([&](compaction::Tx& tx) {
     accounts.Key("acct-3a").LockCompactionHead(tx);  // headless: not listed
@@ -26,8 +27,10 @@ int main() try {
     std::cout << "\n";
     page.after_key = heads.back().message_key;
   }
-  if (seen.size() != 7) return Fail("expected 7 heads, saw " + std::to_string(seen.size()));
-  std::cout << "listed " << seen.size() << " heads; headless acct-3a skipped; stats: "
+  if (seen.size() != 7)
+    return Fail("expected 7 heads, saw " + std::to_string(seen.size()));
+  std::cout << "listed " << seen.size()
+            << " heads; headless acct-3a skipped; stats: "
             << accounts.Stats().headless_rows << " headless row(s)\n";
   Close(client);
   std::cout << "scenario 03 ok\n";

@@ -10,9 +10,11 @@ int main() try {
   auto producer = prices.RegisterProducer();
   // Versions arrive out of order; rank is the source's sequence number.
   for (std::int64_t seq : {3, 1, 5, 2, 4}) {
-    const auto r = producer.Produce(Account{"feed", seq * 100}, Compacted("sku-1", seq));
-    std::cout << "produced rank " << seq << " -> head advanced: " << std::boolalpha
-              << r.head_advanced << "\n";
+    const auto r =
+        producer.Produce(Account{"feed", seq * 100}, Compacted("sku-1", seq));
+    std::cout << "produced rank " << seq
+              << " -> head advanced: " << std::boolalpha << r.head_advanced
+              << "\n";
   }
   auto head = prices.Key("sku-1").CompactionHead();
   if (!head || head->compaction_rank != 5 || head->message.balance != 500) {
