@@ -17,7 +17,8 @@ void from_json(const nlohmann::json& j, Count& c) { j.at("n").get_to(c.n); }
 int main() try {
   using namespace scenario;
   auto client = Open("05");
-  auto topic = client.Topic<Count>("page-views");  // the topic handle, named once
+  auto topic =
+      client.Topic<Count>("page-views");  // the topic handle, named once
   topic.Register();
   auto producer = topic.RegisterProducer();
   const auto key = topic.Key("home");  // the key handle, named once
@@ -39,8 +40,10 @@ int main() try {
   for (auto& w : workers) w.join();
   const auto head = key.CompactionHead();
   const std::int64_t expected = kThreads * kIncrements;
-  std::cout << kThreads << " threads x " << kIncrements << " locked increments on a new key: "
-            << (head ? head->message.n : 0) << " (expected " << expected << ")\n";
+  std::cout << kThreads << " threads x " << kIncrements
+            << " locked increments on a new key: "
+            << (head ? head->message.n : 0) << " (expected " << expected
+            << ")\n";
   if (!head || head->message.n != expected) return Fail("lost increments");
   Close(client);
   std::cout << "scenario 05 ok\n";

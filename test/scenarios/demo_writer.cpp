@@ -27,7 +27,9 @@ int main(int argc, char** argv) try {
     std::cerr << "usage: demo_writer SCHEMA TOPIC [--seconds N]\n";
     return 2;
   }
-  const int seconds = (argc >= 5 && std::string(argv[3]) == "--seconds") ? std::atoi(argv[4]) : 0;
+  const int seconds = (argc >= 5 && std::string(argv[3]) == "--seconds")
+                          ? std::atoi(argv[4])
+                          : 0;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   compaction::ClientOptions options;
@@ -37,10 +39,12 @@ int main(int argc, char** argv) try {
   auto topic = client.Topic<Visits>(argv[2]);
   auto producer = topic.RegisterProducer();
   std::mt19937 random(42);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   std::int64_t increments = 0;
   std::int64_t lookups = 0;
-  while (!stop && (seconds == 0 || std::chrono::steady_clock::now() < deadline)) {
+  while (!stop &&
+         (seconds == 0 || std::chrono::steady_clock::now() < deadline)) {
     const auto key = topic.Key("page-" + std::to_string(random() % 10));
     client.InTransaction([&](compaction::Tx& tx) {
       auto head = key.LockCompactionHead(tx);
@@ -56,9 +60,11 @@ int main(int argc, char** argv) try {
       std::cout << "demo_writer: " << increments << " increments, " << lookups
                 << " lock-only lookups" << std::endl;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a gentle demo pace
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(20));  // a gentle demo pace
   }
-  std::cout << "demo_writer: done, " << increments << " increments" << std::endl;
+  std::cout << "demo_writer: done, " << increments << " increments"
+            << std::endl;
   return 0;
 } catch (const std::exception& e) {
   std::cerr << "demo_writer: " << e.what() << "\n";

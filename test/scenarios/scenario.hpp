@@ -50,8 +50,10 @@ inline int Fail(const std::string& what) {
   return 1;
 }
 
-inline compaction::ProduceOptions Compacted(std::string key, std::int64_t rank = 0) {
-  return compaction::ProduceOptions{std::move(key), compaction::CompactionOptions{rank}};
+inline compaction::ProduceOptions Compacted(std::string key,
+                                            std::int64_t rank = 0) {
+  return compaction::ProduceOptions{std::move(key),
+                                    compaction::CompactionOptions{rank}};
 }
 
 }  // namespace scenario
