@@ -1,10 +1,9 @@
 // Unit test of the listener's warning throttle: no database.
-#include <chrono>
-#include <cstdint>
+#include "daemon/throttle.hpp"
 
 #include <catch2/catch.hpp>
-
-#include "daemon/throttle.hpp"
+#include <chrono>
+#include <cstdint>
 
 namespace compactiond {
 namespace {
