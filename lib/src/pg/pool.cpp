@@ -35,9 +35,11 @@ Pool::Lease Pool::Acquire(const char* operation) {
                           " ms (raise ClientOptions::pool_size, or do not "
                           "wait for a connection while holding all of them)");
   }
-  if (!idle_.empty()) {
-    auto conn = std::move(idle_.back());
-    idle_.pop_back();
+  const std::thread::id self = std::this_thread::get_id();
+  if (const int i = PickIdle(self); i >= 0) {
+    auto conn = std::move(idle_[i]);
+    idle_.erase(idle_.begin() + i);
+    conn->set_last_user(self);
     return Lease(this, std::move(conn));
   }
   ++open_;
@@ -46,6 +48,7 @@ Pool::Lease Pool::Acquire(const char* operation) {
     auto conn = std::make_unique<Connection>(
         Connect(params_, application_name_, operation, notices_),
         prepared_statements_);
+    conn->set_last_user(self);
     return Lease(this, std::move(conn));
   } catch (...) {
     lock.lock();
@@ -53,6 +56,19 @@ Pool::Lease Pool::Acquire(const char* operation) {
     available_.notify_one();
     throw;
   }
+}
+
+int Pool::PickIdle(std::thread::id self) const {
+  const int n = static_cast<int>(idle_.size());
+  for (int i = n - 1; i >= 0; --i) {
+    if (idle_[i]->last_user() == self) return i;
+  }
+  for (int i = n - 1; i >= 0; --i) {
+    if (idle_[i]->last_user() == std::thread::id()) return i;
+  }
+  // Another thread's connection only when no new one may be opened: taking
+  // it would send that thread to a third one, and so on down the line.
+  return open_ < size_ ? -1 : 0;
 }
 
 void Pool::Release(std::unique_ptr<Connection> conn, bool discard) {

@@ -1,4 +1,9 @@
-// A bounded pool of libpq connections.
+// A bounded pool of libpq connections with thread affinity: a thread gets
+// back the connection it used last, as pgbench's connection per thread
+// has. Handing out whichever connection was released last (a stack) pairs
+// each transaction with a backend another thread just left; on a busy
+// machine that costs the server measurably more CPU per transaction
+// (test/bench/RESULTS.md, run H).
 //
 // Lifetime: the pool outlives every Lease (ClientCore owns both the pool and,
 // through handles, is kept alive by them). Thread safety: Acquire and Lease
@@ -10,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pg/connection.hpp"
@@ -21,6 +27,9 @@ class Connection {
   Connection(ConnPtr conn, bool prepared_statements)
       : conn_(std::move(conn)), prepared_statements_(prepared_statements) {}
   PGconn* get() const { return conn_.get(); }
+  // The thread that acquired it last; none for a connection never leased.
+  std::thread::id last_user() const { return last_user_; }
+  void set_last_user(std::thread::id id) { last_user_ = id; }
   // Without prepared statements the session has no cache: Exec sends the
   // statements unnamed.
   Session session() {
@@ -31,6 +40,7 @@ class Connection {
   ConnPtr conn_;
   bool prepared_statements_;
   PreparedCache cache_;
+  std::thread::id last_user_;
 };
 
 class Pool {
@@ -64,8 +74,11 @@ class Pool {
   };
 
   // Waits for a free connection, opening one lazily while fewer than `size`
-  // are open. Throws ConnectionLost when a new connection cannot be made,
-  // PoolTimeout when none frees up within the acquire timeout.
+  // are open. Prefers, in order: the idle connection this thread used last,
+  // one no thread has used, a new one, and then the one idle the longest
+  // (whose thread is the least likely to come back for it soon). Throws
+  // ConnectionLost when a new connection cannot be made, PoolTimeout when none
+  // frees up within the acquire timeout.
   Lease Acquire(const char* operation);
 
   // Takes an already open connection into the pool as an idle one (the
@@ -76,6 +89,10 @@ class Pool {
 
  private:
   void Release(std::unique_ptr<Connection> conn, bool discard);
+  // The index in idle_ of the connection Acquire should hand to `self`;
+  // -1 when it should open a new one instead. Needs mutex_ and a non-empty
+  // idle_ or room to open.
+  int PickIdle(std::thread::id self) const;
 
   const ConnParams params_;
   const std::string application_name_;
@@ -85,6 +102,7 @@ class Pool {
   const NoticeHandler* const notices_;
   std::mutex mutex_;
   std::condition_variable available_;
+  // Oldest release first.
   std::vector<std::unique_ptr<Connection>> idle_;
   int open_ = 0;
 };

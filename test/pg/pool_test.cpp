@@ -1,0 +1,107 @@
+// The connection pool (lib/src/pg/pool.cpp): which idle connection a thread
+// is handed. Backend PIDs tell the connections apart.
+#include "pg/pool.hpp"
+
+#include <libpq-fe.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <optional>
+#include <thread>
+
+using namespace compaction;
+
+namespace {
+
+pg::Pool MakePool(int size) {
+  return pg::Pool(pg::ParseConninfo("", "pool_test"), "pool_test", size,
+                  std::chrono::seconds(10), true);
+}
+
+int Pid(const pg::Pool::Lease& lease) { return PQbackendPID((*lease).get()); }
+
+// Acquires on a thread of its own, so the lease counts as that thread's; the
+// lease itself comes back to the caller, who releases it whenever it wants.
+std::optional<pg::Pool::Lease> AcquireOnOtherThread(pg::Pool& pool) {
+  std::optional<pg::Pool::Lease> lease;
+  std::thread([&] { lease.emplace(pool.Acquire("pool_test")); }).join();
+  return lease;
+}
+
+// The same, on a thread that stays alive until this object goes: a thread
+// started later cannot be given its id (ids of finished threads are reused).
+class ParkedThread {
+ public:
+  explicit ParkedThread(pg::Pool& pool)
+      : thread_([this, &pool] {
+          lease.emplace(pool.Acquire("pool_test"));
+          acquired_.set_value();
+          release_.get_future().wait();
+        }) {
+    acquired_.get_future().wait();
+  }
+  ~ParkedThread() {
+    release_.set_value();
+    thread_.join();
+  }
+  std::optional<pg::Pool::Lease> lease;
+
+ private:
+  std::promise<void> acquired_;
+  std::promise<void> release_;
+  std::thread thread_;  // last: started once the promises exist
+};
+
+}  // namespace
+
+TEST_CASE("a thread gets back its own connection, not the one released last") {
+  pg::Pool pool = MakePool(2);
+  std::optional<pg::Pool::Lease> mine(pool.Acquire("pool_test"));
+  const int my_pid = Pid(*mine);
+  std::optional<pg::Pool::Lease> other = AcquireOnOtherThread(pool);
+  REQUIRE(Pid(*other) != my_pid);
+  mine.reset();
+  other.reset();  // released last: a stack would hand this one out next
+  pg::Pool::Lease again = pool.Acquire("pool_test");
+  CHECK(Pid(again) == my_pid);
+}
+
+TEST_CASE("a new thread opens a connection while there is room") {
+  pg::Pool pool = MakePool(2);
+  int idle_pid = 0;
+  {
+    pg::Pool::Lease lease = pool.Acquire("pool_test");
+    idle_pid = Pid(lease);
+  }
+  // Taking the idle one would send its thread to a connection of its own
+  // next time, and so on down the line.
+  std::optional<pg::Pool::Lease> other = AcquireOnOtherThread(pool);
+  CHECK(Pid(*other) != idle_pid);
+}
+
+TEST_CASE("with every connection open a thread takes the one idle longest") {
+  pg::Pool pool = MakePool(2);
+  std::optional<pg::Pool::Lease> first(pool.Acquire("pool_test"));
+  const int first_pid = Pid(*first);
+  ParkedThread second(pool);
+  first.reset();
+  second.lease.reset();  // released last
+  std::optional<pg::Pool::Lease> third = AcquireOnOtherThread(pool);
+  CHECK(Pid(*third) == first_pid);
+}
+
+TEST_CASE("a connection adopted unused goes to the first thread without one") {
+  pg::Pool pool = MakePool(2);
+  pool.Adopt(pg::Connect(pg::ParseConninfo("", "pool_test"), "pool_test",
+                         "pool_test"));
+  std::optional<pg::Pool::Lease> mine(pool.Acquire("pool_test"));
+  const int adopted_pid = Pid(*mine);
+  mine.reset();
+  // Only one connection is open: the thread took the adopted one.
+  std::optional<pg::Pool::Lease> other = AcquireOnOtherThread(pool);
+  CHECK(Pid(*other) != adopted_pid);
+  other.reset();
+  pg::Pool::Lease again = pool.Acquire("pool_test");
+  CHECK(Pid(again) == adopted_pid);
+}
