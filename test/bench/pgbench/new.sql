@@ -7,10 +7,10 @@
 -- headless row is inserted ON CONFLICT DO NOTHING
 \set k random(1, 1000000000000000)
 BEGIN;
-SELECT t.id, t.name, t.headless_ttl_ms, v.version FROM {schema}.topic t LEFT JOIN {schema}.schema_version v ON v.topic_id = t.id WHERE t.name = :topic;
+SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms, v.version, pg_catalog.to_jsonb(v) ->> 'fingerprint', pg_catalog.current_setting('lock_timeout') FROM {schema}.topic t LEFT JOIN {schema}.schema_version v ON v.topic_id = t.id WHERE t.name = :topic::text;
 \startpipeline
 SELECT h.head_id FROM {head} h WHERE h.message_key = :k FOR UPDATE OF h;
 SELECT m.id, m.message_key, m.schema_version, m.compaction_rank, (extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text FROM {head} h JOIN {message} m ON m.id = h.head_id WHERE h.message_key = :k;
 \endpipeline
-INSERT INTO {head} (message_key, created_at, updated_at, idle_since) VALUES (:k, statement_timestamp(), statement_timestamp(), statement_timestamp()) ON CONFLICT ON CONSTRAINT {pkey} DO NOTHING RETURNING message_key;
+INSERT INTO {head} (message_key, created_at, updated_at, idle_since) VALUES (:k, pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp()) ON CONFLICT ON CONSTRAINT {pkey} DO NOTHING RETURNING message_key;
 END;

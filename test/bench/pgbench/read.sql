@@ -4,4 +4,4 @@
 -- take ":Name" inside them for a variable. Comments do not reach the planner.
 -- (4) plain CompactionHead read (topic id cached by the client)
 \set k random(1, :nkeys)
-SELECT m.id, m.message_key, m.schema_version, m.compaction_rank, (extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text FROM {head} h JOIN {message} m ON m.id = h.head_id WHERE h.message_key = :k;
+SELECT m.id, m.message_key, m.schema_version, m.compaction_rank, (extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text FROM {head} h JOIN {message} m ON m.id = h.head_id WHERE h.message_key = :k AND m.payload IS NOT NULL;
