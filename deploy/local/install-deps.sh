@@ -4,6 +4,8 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config libpq-dev postgresql-15 libboost-dev
   libboost-program-options-dev prometheus-cpp-dev nlohmann-json3-dev catch2
   libsystemd-dev python3 python3-yaml prometheus curl groff-base
+  # the pooler tests (test/pooler, deploy/local/pgbouncer.sh)
+  pgbouncer
   # .ci/format_check.sh
   clang-format-14
   # packaging tests: CPack's DEB generator, lintian, the image root, man -l

@@ -27,15 +27,22 @@ Client Client::Connect(const std::map<std::string, std::string>& params,
   if (options.schema.size() > 63) {
     throw InvalidArgument(kOp, "schema name is longer than 63 bytes");
   }
-  pg::ConnPtr first = pg::Connect(params, options.application_name, kOp,
-                                  &options.notice_handler);
+  // Without prepared statements: as the pool's connections (pg::Pool::startup),
+  // settings per transaction; refused options fail here, before any I/O.
+  const std::string local_settings = options.prepared_statements
+                                         ? std::string()
+                                         : pg::LocalSettingsSql(params, kOp);
+  pg::ConnPtr first = pg::Connect(
+      params, options.application_name, kOp, &options.notice_handler,
+      options.prepared_statements ? pg::StartupOptions::kSend
+                                  : pg::StartupOptions::kPerTransaction);
   std::string quoted = pg::QuoteIdentifier(first.get(), options.schema);
   auto core = std::make_shared<detail::ClientCore>(params, std::move(options),
                                                    std::move(quoted));
   // `options` is moved from: the core's copy lives as long as the pool.
   pg::RouteNotices(first.get(), &core->options().notice_handler);
   const std::optional<int> found = detail::InstalledSystemVersion(
-      *core, pg::Session{first.get(), nullptr}, kOp);
+      *core, pg::Session{first.get(), nullptr, &local_settings}, kOp);
   if (found && *found != kSystemBaselineVersion) {
     throw SchemaVersionMismatch(kOp, "schema " + core->schema(), *found,
                                 kSystemBaselineVersion);

@@ -326,7 +326,7 @@ TopicStats QueryStats(const char* operation, ClientCore& core, pg::Session s,
                       const TopicInfo& t, std::int64_t limit,
                       bool with_version) {
   pg::Result r = pg::ExecScript(
-      s.conn, operation,
+      s, operation,
       StatsScript("Stats", StatsSelect(core, s, t.id, limit, with_version)));
   return ParseStats(operation, t, r.get(), 0, limit, with_version);
 }
@@ -380,7 +380,7 @@ void ListChunk(ClientCore& core, pg::Session s, std::span<TopicInfo> chunk,
   }
   pg::Result r;
   try {
-    r = pg::ExecScript(s.conn, kListOp, StatsScript(kListOp, select));
+    r = pg::ExecScript(s, kListOp, StatsScript(kListOp, select));
   } catch (const DatabaseError& e) {
     if (!IsTopicFault(e)) throw;
     // A topic of the chunk was destroyed since the listing (its DROP TABLE

@@ -100,9 +100,9 @@ TEST_CASE("functions and operators planted on the search path never run in "
   const std::int64_t armed = traps.Hits();
   REQUIRE(armed == 2);
 
-  ClientOptions options;
+  ClientOptions options = ClientOptionsForTests();
   options.schema = Unique("s_");
-  Client client = Client::Connect(traps.conninfo(), options);
+  Client client = Client::Connect(ClientConninfo(traps.conninfo()), options);
   ExerciseLibrary(client);
   CHECK(traps.Hits() == armed);
 }

@@ -31,7 +31,10 @@ inline compaction::Client Open(const std::string& name) {
   compaction::ClientOptions options;
   options.schema = "scenario_" + name + "_" + std::to_string(getpid());
   options.pool_size = 8;
-  auto client = compaction::Client::Connect("", options);
+  // test/pooler/with_pooler.sh: through PgBouncer in transaction mode.
+  const char* pooler = std::getenv("COMPACTION_POOLER_CONNINFO");
+  options.prepared_statements = pooler == nullptr;
+  auto client = compaction::Client::Connect(pooler ? pooler : "", options);
   client.InstallSchema();
   std::cout << "[" << name << "] schema " << options.schema << " installed\n";
   return client;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -16,6 +17,23 @@ std::atomic<int> counter{0};
 
 std::string Unique(const std::string& prefix) {
   return prefix + std::to_string(getpid()) + "_" + std::to_string(counter++);
+}
+
+bool ThroughPooler() {
+  return std::getenv("COMPACTION_POOLER_CONNINFO") != nullptr;
+}
+
+std::string ClientConninfo(const std::string& extra) {
+  const char* pooler = std::getenv("COMPACTION_POOLER_CONNINFO");
+  std::string conninfo = pooler != nullptr ? pooler : "";
+  if (!conninfo.empty() && !extra.empty()) conninfo += ' ';
+  return conninfo + extra;
+}
+
+compaction::ClientOptions ClientOptionsForTests() {
+  compaction::ClientOptions options;
+  options.prepared_statements = !ThroughPooler();
+  return options;
 }
 
 RawConn::RawConn() : RawConn("") {}
@@ -105,9 +123,9 @@ std::string RawConn::Finish() {
 int RawConn::BackendPid() { return PQbackendPID(conn_); }
 
 LiveDb::LiveDb() : schema_(Unique("t_")) {
-  compaction::ClientOptions options;
+  compaction::ClientOptions options = ClientOptionsForTests();
   options.schema = schema_;
-  client_.emplace(compaction::Client::Connect("", options));
+  client_.emplace(compaction::Client::Connect(ClientConninfo(), options));
   client_->InstallSchema();
 }
 
@@ -117,10 +135,10 @@ LiveDb::~LiveDb() {
 }
 
 compaction::Client LiveDb::NewClient(int pool_size) const {
-  compaction::ClientOptions options;
+  compaction::ClientOptions options = ClientOptionsForTests();
   options.schema = schema_;
   options.pool_size = pool_size;
-  return compaction::Client::Connect("", options);
+  return compaction::Client::Connect(ClientConninfo(), options);
 }
 
 std::int64_t LiveDb::TopicId(const std::string& name) {

@@ -34,6 +34,15 @@ inline void from_json(const nlohmann::json& j, Counter& c) {
   j.at("value").get_to(c.value);
 }
 
+// The conninfo (with `extra` keywords appended) and options of the
+// library's clients in live tests: the cluster of the PG* variables, or,
+// under test/pooler/with_pooler.sh (COMPACTION_POOLER_CONNINFO set), the
+// PgBouncer in transaction mode in front of it with prepared_statements =
+// false. RawConn always talks to the cluster itself.
+std::string ClientConninfo(const std::string& extra = "");
+compaction::ClientOptions ClientOptionsForTests();
+bool ThroughPooler();
+
 class RawConn {
  public:
   RawConn();  // the test cluster's database from the PG* variables

@@ -42,7 +42,13 @@ struct ClientOptions {
   // sent unnamed (extended protocol, still pipelined inside a
   // transaction), for transaction and statement poolers such as PgBouncer
   // in pool_mode = transaction, where a prepared statement may not exist on
-  // the server connection the next transaction lands on.
+  // the server connection the next transaction lands on. Such poolers also
+  // refuse or silently drop the startup `options` parameter, so with false
+  // the library does not send it: the settings it holds (the search_path
+  // pin of every connection, the caller's -c settings from the conninfo or
+  // PGOPTIONS) are applied with set_config(..., is_local => true) in each
+  // transaction and autocommit statement, in the same round trip; anything
+  // else in `options` is refused (InvalidArgument) at Connect.
   bool prepared_statements = true;
   // Where the server's notices and warnings on the client's connections
   // go; empty (the default) drops them. libpq would print them on stderr.

@@ -3,8 +3,8 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <map>
+#include <random>
 #include <utility>
 
 #include "compaction/errors.hpp"
@@ -17,6 +17,15 @@ bool Succeeded(const PGresult* result) {
   if (result == nullptr) return false;
   const ExecStatusType status = PQresultStatus(result);
   return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+}
+
+// True when the next statement on `session` starts a transaction that must
+// get the session's local settings first.
+bool NeedsLocalSettings(Session session) {
+  return session.local_settings != nullptr &&
+         !session.local_settings->empty() &&
+         PQtransactionStatus(session.conn) == PQTRANS_IDLE &&
+         PQpipelineStatus(session.conn) == PQ_PIPELINE_OFF;
 }
 
 }  // namespace
@@ -73,14 +82,20 @@ Result ExecUnchecked(Session session, const char* operation,
     result.reset(PQexecPrepared(session.conn, name.c_str(), params.size(),
                                 values.data(), nullptr, nullptr, 0));
   } else {
-    result.reset(PQexecParams(session.conn, sql.c_str(), params.size(),
-                              nullptr, values.data(), nullptr, nullptr, 0));
+    result.reset(PQexecParams(session.conn, sql.c_str(), params.size(), nullptr,
+                              values.data(), nullptr, nullptr, 0));
   }
   return result;
 }
 
 Result Exec(Session session, const char* operation, const std::string& sql,
             const Params& params) {
+  if (NeedsLocalSettings(session)) {
+    // One round trip all the same: the settings ride in its pipeline.
+    std::vector<Result> results =
+        ExecPipelined(session, operation, {Statement{sql, params}});
+    return std::move(results.front());
+  }
   Result result = ExecUnchecked(session, operation, sql, params);
   if (!Succeeded(result.get()))
     ThrowError(operation, session.conn, result.get());
@@ -170,12 +185,23 @@ bool LeavePipeline(PGconn* conn) {
 }  // namespace
 
 std::vector<Result> ExecPipelined(Session session, const char* operation,
-                                  const std::vector<Statement>& statements) {
+                                  const std::vector<Statement>& requested) {
   if (PQpipelineStatus(session.conn) != PQ_PIPELINE_OFF) {
     // A borrowed connection put into the caller's own pipeline after
     // Tx::Borrow; preparing (a synchronous call) would fail there too.
     throw InvalidArgument(operation, "the connection is in pipeline mode");
   }
+  // The statements up to the sync point are one transaction (or the start
+  // of one, when a BEGIN follows), so settings made first hold for all.
+  const bool with_settings = NeedsLocalSettings(session);
+  std::vector<Statement> prefixed;
+  if (with_settings) {
+    prefixed.reserve(requested.size() + 1);
+    prefixed.push_back(Statement{*session.local_settings, {}});
+    prefixed.insert(prefixed.end(), requested.begin(), requested.end());
+  }
+  const std::vector<Statement>& statements =
+      with_settings ? prefixed : requested;
   const std::vector<std::string> names =
       PrepareAll(session, operation, statements);
   if (PQenterPipelineMode(session.conn) != 1) {
@@ -198,6 +224,7 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
   if (!sent || !left || failed >= 0) {
     ThrowError(operation, session.conn, nullptr);
   }
+  if (with_settings) results.erase(results.begin());
   return results;
 }
 
@@ -205,6 +232,15 @@ Result ExecScript(PGconn* conn, const char* operation, const std::string& sql) {
   Result result(PQexec(conn, sql.c_str()));
   if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());
   return result;
+}
+
+Result ExecScript(Session session, const char* operation,
+                  const std::string& sql) {
+  if (!NeedsLocalSettings(session)) {
+    return ExecScript(session.conn, operation, sql);
+  }
+  return ExecScript(session.conn, operation,
+                    *session.local_settings + "; " + sql);
 }
 
 TransactionStatus Session::transaction_status() const {
@@ -260,8 +296,8 @@ namespace {
 // says otherwise: a dead peer becomes an error within about half a minute
 // instead of a ROLLBACK that hangs for the kernel's two hours.
 constexpr std::pair<const char*, const char*> kConnectionDefaults[] = {
-    {"connect_timeout", "10"},    {"keepalives_idle", "10"},
-    {"keepalives_interval", "5"}, {"keepalives_count", "3"},
+    {"connect_timeout", "10"},     {"keepalives_idle", "10"},
+    {"keepalives_interval", "5"},  {"keepalives_count", "3"},
     {"tcp_user_timeout", "30000"},
 };
 
@@ -309,6 +345,106 @@ ConnParams ForConnection(ConnParams params) {
   return params;
 }
 
+namespace {
+
+// A setting name as postgres takes it on its command line (`--a-b=1` is
+// a_b); only identifier characters and dots (custom settings).
+bool ValidSettingName(const std::string& name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The words of an options string as the server splits it: on unescaped
+// white space, a backslash taking the next character literally.
+std::vector<std::string> SplitOptions(const std::string& options) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    const char c = options[i];
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\\' && i + 1 < options.size()) {
+      word.push_back(options[++i]);
+    } else {
+      word.push_back(c);
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+// `literal` as a SQL string literal that reads the same whatever
+// standard_conforming_strings is.
+std::string SqlLiteral(const std::string& value) {
+  std::string out;
+  bool backslash = false;
+  for (char c : value) {
+    if (c == '\'') out.push_back('\'');
+    if (c == '\\') {
+      out.push_back('\\');
+      backslash = true;
+    }
+    out.push_back(c);
+  }
+  return (backslash ? "E'" : "'") + out + "'";
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> OptionSettings(
+    const std::string& options, const char* operation) {
+  const std::vector<std::string> words = SplitOptions(options);
+  std::vector<std::pair<std::string, std::string>> settings;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    std::string setting;
+    if (words[i] == "-c" && i + 1 < words.size()) {
+      setting = words[++i];
+    } else if (words[i].starts_with("-c") && words[i].size() > 2) {
+      setting = words[i].substr(2);
+    } else if (words[i].starts_with("--")) {
+      setting = words[i].substr(2);
+    }
+    const std::size_t eq = setting.find('=');
+    std::string name = setting.substr(0, eq);
+    for (char& c : name) {
+      if (c == '-') c = '_';
+    }
+    if (eq == std::string::npos || !ValidSettingName(name)) {
+      throw InvalidArgument(
+          operation,
+          "the connection's options (conninfo or PGOPTIONS) hold something "
+          "other than -c name=value settings, which cannot be applied per "
+          "transaction (prepared_statements = false)");
+    }
+    settings.emplace_back(std::move(name), setting.substr(eq + 1));
+  }
+  return settings;
+}
+
+std::string LocalSettingsSql(const ConnParams& params, const char* operation) {
+  const ConnParams all = ForConnection(params);
+  const auto it = all.find("options");
+  std::string sql;
+  for (const auto& [name, value] :
+       OptionSettings(it == all.end() ? "" : it->second, operation)) {
+    sql += sql.empty() ? "SELECT " : ", ";
+    sql += "pg_catalog.set_config(" + SqlLiteral(name) + ", " +
+           SqlLiteral(value) + ", true)";
+  }
+  return sql;
+}
+
 ParamArrays::ParamArrays(const ConnParams& params) {
   for (const auto& [key, value] : params) {
     keywords.push_back(key.c_str());
@@ -350,8 +486,12 @@ void RouteNotices(PGconn* conn, const NoticeHandler* handler) {
 }
 
 ConnPtr Connect(const ConnParams& params, const std::string& application_name,
-                const char* operation, const NoticeHandler* notices) {
+                const char* operation, const NoticeHandler* notices,
+                StartupOptions startup) {
   ConnParams all = ForConnection(params);
+  // A transaction pooler refuses the startup parameter, or accepts and
+  // drops it; the caller applies the settings per transaction instead.
+  if (startup == StartupOptions::kPerTransaction) all.erase("options");
   // The client's application_name wins over the conninfo's.
   all["application_name"] = application_name;
   const ParamArrays arrays(all);

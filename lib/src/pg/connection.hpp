@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "compaction/options.hpp"
@@ -100,6 +101,12 @@ enum class TransactionStatus {
 struct Session {
   PGconn* conn = nullptr;
   PreparedCache* cache = nullptr;
+  // SQL setting the connection's startup settings for the current
+  // transaction only (LocalSettingsSql), or null/empty. Exec, ExecPipelined
+  // and ExecScript run it, in the same round trip, ahead of a statement that
+  // starts a transaction; so it holds behind a transaction pooler, which
+  // refuses or drops startup `options`.
+  const std::string* local_settings = nullptr;
 
   bool open() const { return PQstatus(conn) == CONNECTION_OK; }
   bool in_pipeline() const { return PQpipelineStatus(conn) != PQ_PIPELINE_OFF; }
@@ -146,6 +153,11 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
 // Runs a parameterless script (several statements) with the simple query
 // protocol; returns the last result.
 Result ExecScript(PGconn* conn, const char* operation, const std::string& sql);
+// The same, with the session's local settings prepended when the script
+// starts a transaction (a multi-statement query is one transaction, and a
+// BEGIN in it takes the statements before it in).
+Result ExecScript(Session session, const char* operation,
+                  const std::string& sql);
 
 // COMMIT, whose errors go through the one mapper (ThrowError). Returns
 // false when the server answered with the tag ROLLBACK (the transaction
@@ -178,11 +190,31 @@ ConnParams ParseConninfo(const std::string& conninfo, const char* operation);
 // they set them.
 ConnParams ForConnection(ConnParams params);
 
+// The `-c name=value` and `--name=value` settings of a libpq startup
+// `options` string, in order. Throws InvalidArgument (without quoting the
+// string) on anything else, e.g. another postgres switch.
+std::vector<std::pair<std::string, std::string>> OptionSettings(
+    const std::string& options, const char* operation);
+
+// One statement that applies the startup settings ForConnection(params)
+// would send (the search_path pin, the caller's -c settings) with
+// set_config(name, value, is_local => true): the same settings, for the
+// current transaction only. Throws InvalidArgument like OptionSettings.
+std::string LocalSettingsSql(const ConnParams& params, const char* operation);
+
+// How a connection gets the settings of its startup `options`.
+enum class StartupOptions {
+  kSend,            // in the startup packet, for the whole session
+  kPerTransaction,  // not at all: the caller runs LocalSettingsSql in each
+                    // transaction (for transaction poolers)
+};
+
 // Opens a connection with ForConnection(params) and `application_name`,
-// its notices routed to `notices` (RouteNotices). Throws ConnectionLost
-// when it cannot.
+// its notices routed to `notices` (RouteNotices), its startup options
+// handled as `startup` says. Throws ConnectionLost when it cannot.
 ConnPtr Connect(const ConnParams& params, const std::string& application_name,
-                const char* operation, const NoticeHandler* notices = nullptr);
+                const char* operation, const NoticeHandler* notices = nullptr,
+                StartupOptions startup = StartupOptions::kSend);
 
 // Sends the notices and warnings `conn` receives to `*handler` (dropped when
 // `handler` is null or empty) instead of libpq's default, which prints them

@@ -12,15 +12,18 @@ Pool::Pool(ConnParams params, std::string application_name, int size,
       size_(size),
       acquire_timeout_(acquire_timeout),
       prepared_statements_(prepared_statements),
-      notices_(notices) {}
+      notices_(notices),
+      local_settings_(prepared_statements
+                          ? std::string()
+                          : LocalSettingsSql(params_, "Connect")) {}
 
 void Pool::Adopt(ConnPtr conn) {
   std::lock_guard lock(mutex_);
   if (open_ >= size_) return;  // conn closes
   RouteNotices(conn.get(), notices_);
   ++open_;
-  idle_.push_back(
-      std::make_unique<Connection>(std::move(conn), prepared_statements_));
+  idle_.push_back(std::make_unique<Connection>(
+      std::move(conn), prepared_statements_, local_settings_));
   available_.notify_one();
 }
 
@@ -46,8 +49,8 @@ Pool::Lease Pool::Acquire(const char* operation) {
   lock.unlock();
   try {
     auto conn = std::make_unique<Connection>(
-        Connect(params_, application_name_, operation, notices_),
-        prepared_statements_);
+        Connect(params_, application_name_, operation, notices_, startup()),
+        prepared_statements_, local_settings_);
     conn->set_last_user(self);
     return Lease(this, std::move(conn));
   } catch (...) {

@@ -24,8 +24,13 @@ namespace compaction::pg {
 
 class Connection {
  public:
-  Connection(ConnPtr conn, bool prepared_statements)
-      : conn_(std::move(conn)), prepared_statements_(prepared_statements) {}
+  // `local_settings`: LocalSettingsSql for a connection opened with
+  // StartupOptions::kPerTransaction, else empty.
+  Connection(ConnPtr conn, bool prepared_statements,
+             std::string local_settings = {})
+      : conn_(std::move(conn)),
+        prepared_statements_(prepared_statements),
+        local_settings_(std::move(local_settings)) {}
   PGconn* get() const { return conn_.get(); }
   // The thread that acquired it last; none for a connection never leased.
   std::thread::id last_user() const { return last_user_; }
@@ -33,12 +38,14 @@ class Connection {
   // Without prepared statements the session has no cache: Exec sends the
   // statements unnamed.
   Session session() {
-    return Session{conn_.get(), prepared_statements_ ? &cache_ : nullptr};
+    return Session{conn_.get(), prepared_statements_ ? &cache_ : nullptr,
+                   &local_settings_};
   }
 
  private:
   ConnPtr conn_;
   bool prepared_statements_;
+  std::string local_settings_;
   PreparedCache cache_;
   std::thread::id last_user_;
 };
@@ -82,8 +89,18 @@ class Pool {
   Lease Acquire(const char* operation);
 
   // Takes an already open connection into the pool as an idle one (the
-  // probe connection of Client::Connect). Ignored when the pool is full.
+  // probe connection of Client::Connect, opened with startup()). Ignored
+  // when the pool is full.
   void Adopt(ConnPtr conn);
+
+  // Without prepared statements the pool serves transaction poolers: its
+  // connections send no startup options and set them per transaction.
+  StartupOptions startup() const {
+    return prepared_statements_ ? StartupOptions::kSend
+                                : StartupOptions::kPerTransaction;
+  }
+  // What each transaction runs first (empty when startup() is kSend).
+  const std::string& local_settings() const { return local_settings_; }
 
   int size() const { return size_; }
 
@@ -100,6 +117,7 @@ class Pool {
   const std::chrono::milliseconds acquire_timeout_;
   const bool prepared_statements_;
   const NoticeHandler* const notices_;
+  const std::string local_settings_;
   std::mutex mutex_;
   std::condition_variable available_;
   // Oldest release first.

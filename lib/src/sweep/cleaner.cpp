@@ -61,7 +61,7 @@ void CleanerBatches::Cursor::Advance(std::int64_t frontier,
 }
 
 Batch CleanerBatches::RunBatch(pg::Session s, std::int64_t topic_id) {
-  pg::ExecScript(s.conn, kOperation,
+  pg::ExecScript(s, kOperation,
                  "BEGIN; SET LOCAL statement_timeout = '" +
                      std::to_string(options_.statement_timeout.count()) +
                      "ms'");
@@ -79,7 +79,7 @@ Batch CleanerBatches::RunBatch(pg::Session s, std::int64_t topic_id) {
     next_created_at_ = step.next_created_at;
   }
   Save(s, topic_id, step.expired);
-  pg::ExecScript(s.conn, kOperation, "COMMIT");
+  pg::ExecScript(s, kOperation, "COMMIT");
   tombstones_expired_ += step.expired;
   return Batch{step.deleted, !(tombstones_.done && messages_.done)};
 }

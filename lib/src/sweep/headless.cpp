@@ -15,7 +15,7 @@ namespace compaction::sweep {
 // TID (a stale ctid would make the DELETE follow the update chain) and
 // re-checks the seed's predicate on the row version it deletes.
 Batch HeadlessBatches::RunBatch(pg::Session s, std::int64_t topic_id) {
-  pg::ExecScript(s.conn, kOperation,
+  pg::ExecScript(s, kOperation,
                  "BEGIN; SET LOCAL statement_timeout = '" +
                      std::to_string(options_.statement_timeout.count()) +
                      "ms'");
@@ -53,7 +53,7 @@ Batch HeadlessBatches::RunBatch(pg::Session s, std::int64_t topic_id) {
     cursor_ = Cursor{std::string(pg::Text(r.get(), 0, 1)),
                      std::string(pg::Text(r.get(), 0, 2))};
   }
-  pg::ExecScript(s.conn, kOperation, "COMMIT");
+  pg::ExecScript(s, kOperation, "COMMIT");
   // A short batch means the sweep caught up.
   return Batch{deleted, deleted >= options_.batch_size};
 }

@@ -1,0 +1,111 @@
+// With prepared_statements = false the library sends no startup `options`
+// (a transaction pooler refuses or drops them) and applies their settings
+// in every transaction instead: the search_path pin and the caller's -c
+// settings, e.g. the daemon's statement_timeout for its stats queries.
+// Directly and, under test/pooler/with_pooler.sh, through PgBouncer in
+// transaction mode, where a session setting would not hold.
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "live_db.hpp"
+
+using namespace compaction;
+using namespace testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A client of `db`'s schema, unnamed statements, with `options`.
+Client PoolerModeClient(LiveDb& db, const std::string& options) {
+  ClientOptions client_options;
+  client_options.schema = db.schema();
+  client_options.prepared_statements = false;
+  client_options.pool_size = 2;
+  return Client::Connect(ClientConninfo("options='" + options + "'"),
+                         client_options);
+}
+
+std::string Show(Tx& tx, const char* setting) {
+  PGresult* r = PQexec(tx.native_handle(),
+                       (std::string("SHOW ") + setting).c_str());
+  REQUIRE(PQresultStatus(r) == PGRES_TUPLES_OK);
+  std::string value = PQgetvalue(r, 0, 0);
+  PQclear(r);
+  return value;
+}
+
+// Holds an ACCESS EXCLUSIVE lock on `table` on a direct connection, so any
+// statement of ours that reads it waits; the server ends the holder after
+// 20 s idle, so code that ignores its timeout fails slowly instead of
+// hanging.
+class TableLock {
+ public:
+  explicit TableLock(const std::string& table) {
+    holder_.Query("SET idle_in_transaction_session_timeout = '20s'");
+    holder_.Query("BEGIN");
+    holder_.Query("LOCK TABLE " + table + " IN ACCESS EXCLUSIVE MODE");
+  }
+
+ private:
+  RawConn holder_;
+};
+
+template <class F>
+std::chrono::milliseconds Timed(F&& body) {
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+}
+
+}  // namespace
+
+TEST_CASE("prepared_statements = false: the startup settings hold in every "
+          "transaction") {
+  LiveDb db;
+  Client client = PoolerModeClient(db, "-c statement_timeout=4321");
+  for (int i = 0; i < 3; ++i) {
+    client.InTransaction([&](Tx& tx) {
+      // As set_config stores it (a startup option would read
+      // "pg_catalog, pg_temp").
+      CHECK(Show(tx, "search_path") == "pg_catalog,pg_temp");
+      CHECK(Show(tx, "statement_timeout") == "4321ms");
+    });
+  }
+}
+
+TEST_CASE("prepared_statements = false: options other than -c settings are "
+          "refused at Connect") {
+  ClientOptions options;
+  options.prepared_statements = false;
+  CHECK_THROWS_AS(Client::Connect(ClientConninfo("options='-d 5'"), options),
+                  InvalidArgument);
+}
+
+TEST_CASE("prepared_statements = false: a statement that outlives the "
+          "connection's statement_timeout is cancelled") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>(Unique("slow_"));
+  topic.Register();
+  Client client = PoolerModeClient(db, "-c statement_timeout=300");
+  auto slow = client.Topic<Counter>(topic.name());
+  slow.Stats();  // the topic is known: only the stats query waits below
+  TableLock lock(db.HeadTable(topic.name()));
+
+  // Autocommit (the stats script) and a transaction (BEGIN, then the lock
+  // loop): each is cancelled after 300 ms instead of waiting 20 s.
+  std::chrono::milliseconds took = Timed(
+      [&] { CHECK_THROWS_AS(slow.Stats(), StatementCancelled); });
+  CHECK(took < 5s);
+  took = Timed([&] {
+    CHECK_THROWS_AS(client.InTransaction([&](Tx& tx) {
+      slow.Key("k").LockCompactionHead(tx);
+    }),
+                    StatementCancelled);
+  });
+  CHECK(took < 5s);
+}
