@@ -6,10 +6,9 @@
 // transaction mode, where a session setting would not hold.
 #include <libpq-fe.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 #include "live_db.hpp"
 
@@ -30,8 +29,8 @@ Client PoolerModeClient(LiveDb& db, const std::string& options) {
 }
 
 std::string Show(Tx& tx, const char* setting) {
-  PGresult* r = PQexec(tx.native_handle(),
-                       (std::string("SHOW ") + setting).c_str());
+  PGresult* r =
+      PQexec(tx.native_handle(), (std::string("SHOW ") + setting).c_str());
   REQUIRE(PQresultStatus(r) == PGRES_TUPLES_OK);
   std::string value = PQgetvalue(r, 0, 0);
   PQclear(r);
@@ -64,8 +63,9 @@ std::chrono::milliseconds Timed(F&& body) {
 
 }  // namespace
 
-TEST_CASE("prepared_statements = false: the startup settings hold in every "
-          "transaction") {
+TEST_CASE(
+    "prepared_statements = false: the startup settings hold in every "
+    "transaction") {
   LiveDb db;
   Client client = PoolerModeClient(db, "-c statement_timeout=4321");
   for (int i = 0; i < 3; ++i) {
@@ -78,16 +78,18 @@ TEST_CASE("prepared_statements = false: the startup settings hold in every "
   }
 }
 
-TEST_CASE("prepared_statements = false: options other than -c settings are "
-          "refused at Connect") {
+TEST_CASE(
+    "prepared_statements = false: options other than -c settings are "
+    "refused at Connect") {
   ClientOptions options;
   options.prepared_statements = false;
   CHECK_THROWS_AS(Client::Connect(ClientConninfo("options='-d 5'"), options),
                   InvalidArgument);
 }
 
-TEST_CASE("prepared_statements = false: a statement that outlives the "
-          "connection's statement_timeout is cancelled") {
+TEST_CASE(
+    "prepared_statements = false: a statement that outlives the "
+    "connection's statement_timeout is cancelled") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>(Unique("slow_"));
   topic.Register();
@@ -98,13 +100,12 @@ TEST_CASE("prepared_statements = false: a statement that outlives the "
 
   // Autocommit (the stats script) and a transaction (BEGIN, then the lock
   // loop): each is cancelled after 300 ms instead of waiting 20 s.
-  std::chrono::milliseconds took = Timed(
-      [&] { CHECK_THROWS_AS(slow.Stats(), StatementCancelled); });
+  std::chrono::milliseconds took =
+      Timed([&] { CHECK_THROWS_AS(slow.Stats(), StatementCancelled); });
   CHECK(took < 5s);
   took = Timed([&] {
-    CHECK_THROWS_AS(client.InTransaction([&](Tx& tx) {
-      slow.Key("k").LockCompactionHead(tx);
-    }),
+    CHECK_THROWS_AS(client.InTransaction(
+                        [&](Tx& tx) { slow.Key("k").LockCompactionHead(tx); }),
                     StatementCancelled);
   });
   CHECK(took < 5s);

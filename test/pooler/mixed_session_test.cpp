@@ -7,11 +7,10 @@
 // same name (what a per-connection counter as the name did).
 #include <libpq-fe.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "live_db.hpp"
 
@@ -25,8 +24,12 @@ namespace {
 // is a server connection of the pooler.
 class PooledDb {
  public:
-  PooledDb() : name_(Unique("mixed_")) { admin_.Query("CREATE DATABASE " + name_); }
-  ~PooledDb() { admin_.TryExec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)"); }
+  PooledDb() : name_(Unique("mixed_")) {
+    admin_.Query("CREATE DATABASE " + name_);
+  }
+  ~PooledDb() {
+    admin_.TryExec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+  }
   const std::string& name() const { return name_; }
 
   // Ends the pooler's server connections to the database and waits until
@@ -65,8 +68,9 @@ class PooledDb {
 
 }  // namespace
 
-TEST_CASE("prepared statements through a transaction pooler: a mixed-up "
-          "session is an error, never another client's statement") {
+TEST_CASE(
+    "prepared statements through a transaction pooler: a mixed-up "
+    "session is an error, never another client's statement") {
   REQUIRE(ThroughPooler());
   PooledDb db;
   ClientOptions options;
@@ -75,6 +79,8 @@ TEST_CASE("prepared statements through a transaction pooler: a mixed-up "
   options.schema = "mixed";
   Client a = Client::Connect(ClientConninfo("dbname=" + db.name()), options);
   a.InstallSchema();
+  // B: a schema of its own, installed by the same calls.
+  options.schema = "mixed_b";
   Client b = Client::Connect(ClientConninfo("dbname=" + db.name()), options);
 
   // A prepares its statements on the one server connection.
@@ -84,14 +90,16 @@ TEST_CASE("prepared statements through a transaction pooler: a mixed-up "
   producer_a.Produce(Counter{7}, Compacted("k"));
   REQUIRE(topic_a.Key("k").CompactionHead()->message.value == 7);
 
-  // A new server connection; B prepares its statements there first, in
-  // the same order (a counter would hand out the same names).
+  // A new server connection; B runs the same calls on it first, in the
+  // same order, on a topic of its own (a per-connection counter would hand
+  // out A's names for B's statements).
   db.EndServerConnections();
+  b.InstallSchema();
   auto topic_b = b.Topic<Counter>("b");
   topic_b.Register();
   auto producer_b = topic_b.RegisterProducer();
-  producer_b.Produce(Counter{1}, Compacted("other"));
-  REQUIRE(topic_b.Key("other").CompactionHead()->message.value == 1);
+  producer_b.Produce(Counter{1}, Compacted("k"));
+  REQUIRE(topic_b.Key("k").CompactionHead()->message.value == 1);
 
   // A's names do not exist there: an error with the hint, whatever B
   // prepared.
@@ -104,5 +112,5 @@ TEST_CASE("prepared statements through a transaction pooler: a mixed-up "
     CHECK_THAT(e.what(), Catch::Contains("prepared_statements = false"));
   }
   // B's session was not disturbed.
-  CHECK(topic_b.Key("other").CompactionHead()->message.value == 1);
+  CHECK(topic_b.Key("k").CompactionHead()->message.value == 1);
 }
