@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "daemon/conninfo.hpp"
+#include "daemon/duration.hpp"
 #include "daemon/failure.hpp"
 #include "daemon/log.hpp"
 #include "daemon/systemd_notify.hpp"
@@ -72,22 +73,38 @@ void App::Build() {
   stats_ = std::make_unique<StatsCache>(io_, *pool_, *db_, probe_,
                                         settings_.stats_interval,
                                         settings_.stats_exact_count_limit);
-  listener_ = std::make_unique<TopicListener>(
-      ConnectionParams(settings_), settings_.schema, settings_.reconnect_min,
-      settings_.reconnect_max,
-      TopicListener::Callbacks{
-          [this] { asio::post(io_, [this] { topics_->Trigger(); }); },
-          [this](bool connected) {
-            // A dropped LISTEN connection is the quickest sign of an outage:
-            // probe the database now instead of at the next refresh.
-            if (!connected) asio::post(io_, [this] { stats_->RefreshNow(); });
-          }});
+  if (settings_.listen_notify) BuildListener();
   // /metrics is rendered off the event loop and cached by the server, so
   // /healthz stays fast under scrape load; the probe is thread-safe.
   http_ = std::make_unique<HttpServer>(
       io_, [this](const std::string& path) { return Handle(path); },
       HttpCachedRoute{"/metrics", "text/plain; version=0.0.4; charset=utf-8",
                       [this] { return probe_.Serialize(); }});
+}
+
+void App::BuildListener() {
+  std::map<std::string, std::string> params = ConnectionParams(settings_);
+  // Without prepared statements a transaction pooler may sit in front, and
+  // refuse the startup options; LISTEN and its check need none of them.
+  if (!settings_.prepared_statements) params.erase("options");
+  listener_ = std::make_unique<TopicListener>(
+      std::move(params), settings_.schema, settings_.reconnect_min,
+      settings_.reconnect_max,
+      TopicListener::Callbacks{
+          [this] { asio::post(io_, [this] { topics_->Trigger(); }); },
+          [this](bool connected) {
+            probe_.SetListening(connected);
+            // A dropped LISTEN connection is the quickest sign of an outage:
+            // probe the database now instead of at the next refresh.
+            if (!connected) asio::post(io_, [this] { stats_->RefreshNow(); });
+          },
+          [this] {
+            LogWarn("listener",
+                    "LISTEN does not work on this connection; polling the "
+                    "topic list instead",
+                    {{"topic_refresh_interval",
+                      FormatDuration(settings_.topic_refresh_interval)}});
+          }});
 }
 
 bool App::StartHttp() {
@@ -125,10 +142,16 @@ int App::Run() {
   probe_.SetReady(false);
   db_->Start();
   stats_->Start();
-  listener_->Start();
+  if (listener_) {
+    listener_->Start();
+  } else {
+    LogInfo("listener", "listen-notify = false: polling the topic list",
+            {{"topic_refresh_interval",
+              FormatDuration(settings_.topic_refresh_interval)}});
+  }
   io_.run();
   // Only reached after a clean shutdown: every sweep has returned.
-  listener_->Stop();
+  if (listener_) listener_->Stop();
   pool_->Join();
   LogInfo("app", "stopped");
   return 0;

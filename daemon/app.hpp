@@ -45,6 +45,7 @@ class App {
 
  private:
   void Build();
+  void BuildListener();  // listen-notify = true only
   bool StartHttp();
   void WaitForSignal();
   void OnSignal(int signal);
@@ -71,7 +72,7 @@ class App {
   std::unique_ptr<PeriodicJob<std::vector<compaction::TopicInfo>>> topics_;
   std::unique_ptr<StatsCache> stats_;
   std::unique_ptr<HttpServer> http_;
-  std::unique_ptr<TopicListener> listener_;
+  std::unique_ptr<TopicListener> listener_;  // null: listen-notify = false
 
   bool topics_loaded_ = false;
   bool ready_ = false;

@@ -180,6 +180,12 @@ std::string ToListen(const std::string& key, const std::string& v) {
   return v;
 }
 
+bool ToBool(const std::string& key, const std::string& v) {
+  if (v == "true") return true;
+  if (v == "false") return false;
+  Invalid(key, v, "expected true or false");
+}
+
 LogLevel ToLogLevel(const std::string& key, const std::string& v) {
   auto level = ParseLogLevel(v);
   if (!level) Invalid(key, v, "expected debug, info, warn or error");
@@ -198,6 +204,7 @@ auto IntIn(T lo, T hi) {
 
 std::string Format(const std::string& v) { return v; }
 std::string Format(int v) { return std::to_string(v); }
+std::string Format(bool v) { return v ? "true" : "false"; }
 std::string Format(std::int64_t v) { return std::to_string(v); }
 std::string Format(Millis v) { return FormatDuration(v); }
 std::string Format(LogLevel v) { return std::string(LogLevelName(v)); }
@@ -310,6 +317,14 @@ const std::vector<SettingSpec>& SettingTable() {
               IntIn<std::int64_t>(1, compaction::StatsOptions::kCountAll)),
       Setting("topic-refresh-interval", "period of the topic list refresh",
               &S::topic_refresh_interval, ToTimer),
+      Setting("prepared-statements",
+              "prepare statements per connection (false: unnamed statements "
+              "and settings per transaction, for transaction poolers)",
+              &S::prepared_statements, ToBool, kRestart),
+      Setting("listen-notify",
+              "learn of topic changes over LISTEN (false, or when LISTEN "
+              "does not work: poll every topic-refresh-interval)",
+              &S::listen_notify, ToBool, kRestart),
       Setting("reconnect-min", "first retry delay after a database failure",
               &S::reconnect_min, ToTimer),
       Setting("reconnect-max", "largest retry delay after a database failure",

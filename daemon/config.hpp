@@ -106,6 +106,12 @@ struct Settings {
   // keeps it near 20 ms (test/bench/RESULTS.md, Stats).
   std::int64_t stats_exact_count_limit = 10000;
   Millis topic_refresh_interval{std::chrono::seconds(30)};
+  // false: statements unnamed, startup settings per transaction
+  // (ClientOptions::prepared_statements), for transaction poolers.
+  bool prepared_statements = true;
+  // Learn of topic changes over LISTEN; false, or LISTEN found not to work
+  // (a transaction pooler), leaves the topic_refresh_interval polling.
+  bool listen_notify = true;
   Millis reconnect_min{std::chrono::milliseconds(500)};
   Millis reconnect_max{std::chrono::seconds(10)};
   Millis shutdown_timeout{std::chrono::seconds(5)};

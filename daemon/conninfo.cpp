@@ -119,6 +119,7 @@ compaction::ClientOptions ClientOptionsFor(const Settings& s) {
   options.schema = s.schema;
   options.pool_size = s.pool_size;
   options.application_name = s.application_name;
+  options.prepared_statements = s.prepared_statements;
   options.notice_handler = LogNotices("postgres");
   return options;
 }

@@ -88,6 +88,11 @@ bool TopicListener::Session() {
   } catch (const compaction::ConnectionLost& e) {
     LogWarn("listener", "connect failed", {{"error", e.what()}});
     return !stop_;
+  } catch (const compaction::InvalidArgument& e) {
+    // Retrying would find the same: LISTEN does not work here.
+    LogDebug("listener", "LISTEN unavailable", {{"error", e.what()}});
+    if (callbacks_.on_unavailable) callbacks_.on_unavailable();
+    return false;
   }
   LogInfo("listener", "listening",
           {{"channel", compaction::kTopicEventChannel}});

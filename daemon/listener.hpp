@@ -32,6 +32,9 @@ class TopicListener {
   struct Callbacks {
     std::function<void()> on_topics_changed;
     std::function<void(bool connected)> on_connection;
+    // LISTEN cannot work on this connection (refused, or a transaction
+    // pooler in between); the thread has ended, once and for all.
+    std::function<void()> on_unavailable;
   };
 
   // `params`: libpq keyword → value, application_name included.

@@ -150,6 +150,12 @@ struct MetricsProbe::Impl {
                         "reachable (1) or not (0).")
                   .Register(*registry)
                   .Add({})),
+        listening(prometheus::BuildGauge()
+                      .Name("compaction_topic_events_listening")
+                      .Help("Whether topic changes arrive over LISTEN (1) or "
+                            "only by polling the topic list (0).")
+                      .Register(*registry)
+                      .Add({})),
         topics(prometheus::BuildGauge()
                    .Name("compaction_topics")
                    .Help("Number of topics known to the daemon.")
@@ -274,6 +280,7 @@ struct MetricsProbe::Impl {
   std::shared_ptr<prometheus::Registry> registry;
   prometheus::Gauge& up;
   prometheus::Gauge& ready;
+  prometheus::Gauge& listening;
   prometheus::Gauge& topics;
   prometheus::Family<prometheus::Gauge>& headless_rows;
   prometheus::Family<prometheus::Gauge>& headless_estimated;
@@ -303,6 +310,10 @@ MetricsProbe::~MetricsProbe() = default;
 void MetricsProbe::SetUp(bool up) { impl_->up.Set(up ? 1 : 0); }
 
 void MetricsProbe::SetReady(bool ready) { impl_->ready.Set(ready ? 1 : 0); }
+
+void MetricsProbe::SetListening(bool listening) {
+  impl_->listening.Set(listening ? 1 : 0);
+}
 
 void MetricsProbe::AddTopic(const compaction::TopicInfo& info) {
   const std::string& topic = info.name;

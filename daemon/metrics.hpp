@@ -24,6 +24,8 @@ class MetricsProbe {
 
   void SetUp(bool up);
   void SetReady(bool ready);
+  // Whether topic events arrive over a working LISTEN connection.
+  void SetListening(bool listening);
 
   // Creates the topic's series (idempotent) and sets its TTL and retention
   // gauges.

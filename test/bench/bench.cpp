@@ -268,8 +268,11 @@ class Bench {
                const std::string& app, const std::function<void(Cell&)>& body,
                bool vacuum = true);
   // `w` is the workload shape; `topic` defaults to the workload's own topic.
-  Cell RunLibrary(const std::string& w, int threads, const std::string& topic = "");
-  Cell RunPgbench(const std::string& w, int threads);
+  // unnamed: ClientOptions::prepared_statements = false (variant
+  // "library-unnamed"); extended: pgbench -M extended ("pgbench-extended").
+  Cell RunLibrary(const std::string& w, int threads, const std::string& topic = "",
+                  bool unnamed = false);
+  Cell RunPgbench(const std::string& w, int threads, bool extended = false);
   Cell RunRejected(const std::string& w, const std::string& design, int threads);
   void ThroughputSection();
   void SqlCheck();
@@ -529,11 +532,14 @@ std::string KeyFor(const std::string& w, std::mt19937_64& rng, int keys) {
 }
 
 // The library, used the way an application would.
-Cell Bench::RunLibrary(const std::string& w, int threads, const std::string& topic_name) {
+Cell Bench::RunLibrary(const std::string& w, int threads, const std::string& topic_name,
+                        bool unnamed) {
   const std::string app = "bench-lib";
   const std::string tn = topic_name.empty() ? w : topic_name;
-  return Measure(tn, "library", threads, app, [&](Cell& cell) {
-    Client client = Client::Connect("", ClientOptions{o_.schema, threads, app});
+  return Measure(tn, unnamed ? "library-unnamed" : "library", threads, app, [&](Cell& cell) {
+    ClientOptions options{o_.schema, threads, app};
+    options.prepared_statements = !unnamed;
+    Client client = Client::Connect("", options);
     auto topic = client.Topic<Counter>(tn);
     auto producer = topic.RegisterProducer();
     const int keys = o_.keys;
@@ -580,7 +586,7 @@ std::string ReplaceAll(std::string s, const std::string& from, const std::string
 }
 
 // The library's SQL for this workload, run by pgbench -M prepared.
-Cell Bench::RunPgbench(const std::string& w, int threads) {
+Cell Bench::RunPgbench(const std::string& w, int threads, bool extended) {
   const std::string app = "bench-pgbench";
   const std::string script = (w == "inc" || w == "hot") ? "inc" : w;
   auto render = [&](const std::string& name) {
@@ -595,12 +601,12 @@ Cell Bench::RunPgbench(const std::string& w, int threads) {
     return out.string();
   };
   std::string files = "-f " + render(script);
-  return Measure(w, "pgbench", threads, app, [&](Cell& cell) {
+  return Measure(w, extended ? "pgbench-extended" : "pgbench", threads, app, [&](Cell& cell) {
     const fs::path logdir = fs::path(o_.out) / "pgbench" / "log";
     fs::remove_all(logdir);
     fs::create_directories(logdir);
     const std::string cmd =
-        "PGAPPNAME=" + app + " " + o_.pgbench + " -n -M prepared -c " + std::to_string(threads) +
+        "PGAPPNAME=" + app + " " + o_.pgbench + " -n -M " + (extended ? "extended" : "prepared") + " -c " + std::to_string(threads) +
         " -j " + std::to_string(threads) + " -T " +
         std::to_string(std::max(1, (int)std::lround(o_.duration))) +
         " -D topic=" + w + " -D sv=1 -D rank=0 -D 'payload={\"value\": 1}' -D nkeys=" +
@@ -760,6 +766,10 @@ void Bench::ThroughputSection() {
     for (int threads : o_.threads) {
       for (int round = 0; round < o_.rounds; ++round) {
         std::vector<std::string> order = {"library", "pgbench"};
+        // The unnamed-statement pair (issue 15, run P) only when asked for.
+        for (const char* v : {"library-unnamed", "pgbench-extended"}) {
+          if (o_.variants.count(v)) order.push_back(v);
+        }
         if (w == "inc" || w == "hot") order.insert(order.end(), rejected.begin(), rejected.end());
         // Alternate: the library runs first in even rounds, last in odd ones.
         if (round % 2 == 1) std::reverse(order.begin(), order.end());
@@ -767,7 +777,9 @@ void Bench::ThroughputSection() {
           if (!o_.variants.empty() && !o_.variants.count(v)) continue;
           Cell c;
           if (v == "library") c = RunLibrary(w, threads);
+          else if (v == "library-unnamed") c = RunLibrary(w, threads, "", true);
           else if (v == "pgbench") c = RunPgbench(w, threads);
+          else if (v == "pgbench-extended") c = RunPgbench(w, threads, true);
           else c = RunRejected(w, v, threads);
           c.round = round;
           cells_.push_back(std::move(c));
@@ -1783,7 +1795,7 @@ void Bench::Report() {
       {"new", "(3) lock-only on always-new keys (headless-row creation)"},
       {"read", "(4) plain CompactionHead reads, 10,000 keys"},
       {"produce", "(5) compacted Produce without a lock, 10,000 keys"}};
-  const std::vector<std::string> variants = {"library", "pgbench", "advisory", "serializable", "conditional", "upsert-lock"};
+  const std::vector<std::string> variants = {"library", "library-unnamed", "pgbench", "pgbench-extended", "advisory", "serializable", "conditional", "upsert-lock"};
   std::map<std::tuple<std::string, std::string, int>, Agg> agg;
   for (auto& c : cells_) {
     Agg& a = agg[{c.workload, c.variant, c.threads}];
@@ -2006,7 +2018,7 @@ int main(int argc, char** argv) {
                            "[--janitor-rows N] [--janitor-cap S] [--topics N] [--pgbench PATH] [--scripts DIR] [--only LIST] [--skip LIST] "
                            "[--log-seconds S] [--log-rate N] [--log-phase S] [--log-cycles N] [--log-removable N] "
                            "[--log-delete-rounds N] [--log-delete-cap S] [--log-heads 100000,1000000,10000000] "
-                           "[--variants library,pgbench,advisory,serializable,conditional,upsert-lock]\n", argv[0]);
+                           "[--variants library,library-unnamed,pgbench,pgbench-extended,advisory,serializable,conditional,upsert-lock]\n", argv[0]);
       return 2;
     }
   }

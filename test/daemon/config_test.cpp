@@ -85,6 +85,8 @@ const std::map<std::string, std::string>& OtherValues() {
       {"stats-timeout", "3s"},
       {"stats-exact-count-limit", "5000000000"},
       {"topic-refresh-interval", "1m"},
+      {"prepared-statements", "false"},
+      {"listen-notify", "false"},
       {"reconnect-min", "250ms"},
       {"reconnect-max", "20s"},
       {"shutdown-timeout", "9s"},
@@ -195,7 +197,8 @@ TEST_CASE("a reload keeps exactly the restart-only settings") {
   // The keys App::Reload has always kept (they shape connections, sockets).
   CHECK(restart_only ==
         std::vector<std::string>{"db", "schema", "listen", "pool-size",
-                                 "application-name", "stats-timeout"});
+                                 "application-name", "stats-timeout",
+                                 "prepared-statements", "listen-notify"});
   const Settings running;
   const Settings fresh = ParseInvocation(args).settings;
   ReloadPlan plan = PlanReload(running, fresh);
@@ -480,6 +483,16 @@ TEST_CASE("a secret in a config file readable by others is flagged") {
   ::chmod(file.c_str(), 0644);
   CHECK_FALSE(ParseInvocation({"--config", file}).exposed_secret_mode);
   std::remove(file.c_str());
+}
+
+TEST_CASE("boolean settings take true or false only") {
+  for (const char* key : {"prepared-statements", "listen-notify"}) {
+    for (const char* bad : {"yes", "1", "TRUE", ""}) {
+      INFO(key << " = " << bad);
+      CHECK_THAT(ErrorOf({"--" + std::string(key), bad}),
+                 Catch::Contains("expected true or false"));
+    }
+  }
 }
 
 TEST_CASE("every duration setting has an upper bound") {

@@ -81,7 +81,12 @@ class COMPACTION_EXPORT TopicEventListener {
 
   // Advances the connect, then LISTENs, waiting at most `slice`; true once
   // listening (then a no-op). Throws ConnectionLost when the connect or the
-  // LISTEN fails. The caller bounds the whole connect with its own deadline.
+  // LISTEN fails, InvalidArgument when LISTEN cannot work there and retrying
+  // will not help: the server refused it on a live connection, or a
+  // connection pooler sits in between (the backend's pid is not the one the
+  // session reported; behind PgBouncer in transaction mode LISTEN succeeds
+  // and nothing ever arrives). The caller bounds the whole connect with its
+  // own deadline.
   bool Connect(std::chrono::milliseconds slice);
 
   // Once listening: waits at most `slice` for notifications on the channel

@@ -70,11 +70,27 @@ bool TopicEventListener::Connect(std::chrono::milliseconds slice) {
     if (impl_->polling == PGRES_POLLING_FAILED) Lost(conn, "cannot connect");
     if (impl_->polling != PGRES_POLLING_OK) return false;
   }
-  // The channel is ours, a constant: no quoting needed.
-  pg::Result listen(
-      PQexec(conn, (std::string("LISTEN ") + kTopicEventChannel).c_str()));
-  if (PQresultStatus(listen.get()) != PGRES_COMMAND_OK) {
-    Lost(conn, "LISTEN failed");
+  // The channel is ours, a constant: no quoting needed. The backend's pid
+  // comes in the same transaction, so from the backend that listens.
+  pg::Result listen(PQexec(conn, (std::string("LISTEN ") + kTopicEventChannel +
+                                  "; SELECT pg_catalog.pg_backend_pid()")
+                                     .c_str()));
+  if (PQresultStatus(listen.get()) != PGRES_TUPLES_OK) {
+    if (PQstatus(conn) != CONNECTION_OK) Lost(conn, "LISTEN failed");
+    // A live connection that refuses LISTEN (a pooler's rule, say) will
+    // refuse it again.
+    throw InvalidArgument(kOp,
+                          "LISTEN refused: " + pg::TrimmedErrorMessage(conn));
+  }
+  // A transaction pooler (PgBouncer in transaction mode) accepts LISTEN
+  // and then hands the server connection that listens to other clients, so
+  // nothing would ever arrive. Its clients see a backend pid of its own
+  // making, not the server's.
+  if (pg::Int64(listen.get(), 0, 0) != PQbackendPID(conn)) {
+    throw InvalidArgument(kOp,
+                          "LISTEN cannot work on this connection: a connection "
+                          "pooler sits between it and the server (the session "
+                          "reports another backend pid than the server's)");
   }
   impl_->listening = true;
   return true;
