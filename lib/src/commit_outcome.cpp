@@ -86,16 +86,19 @@ Look LookFor(ClientCore& core, PGconn* conn, const WrittenMessage& m) {
       pg::Session{conn, nullptr}, "commit check",
       "SELECT EXISTS (SELECT 1 FROM " + core.MessageTable(m.topic_id) +
           " m WHERE m.id = $1 AND m.message_key IS NOT DISTINCT FROM $2 "
-          "AND " + Micros("m.created_at") + " = $3::bigint), "
-          "(SELECT pg_catalog.least(t.retention_ms, "
-          "t.tombstone_retention_ms) FROM " + core.schema() +
-          ".topic t WHERE t.id = $4), " +
+          "AND " +
+          Micros("m.created_at") +
+          " = $3::bigint), "
+          "(SELECT LEAST(t.retention_ms, "
+          "t.tombstone_retention_ms) FROM " +
+          core.schema() + ".topic t WHERE t.id = $4), " +
           Micros("pg_catalog.clock_timestamp()"),
       params);
   Look look;
   look.present = pg::Bool(r.get(), 0, 0);
   const std::optional<std::int64_t> retention_ms = pg::OptInt64(r.get(), 0, 1);
-  const std::int64_t age_ms = (pg::Int64(r.get(), 0, 2) - m.created_at_us) / 1000;
+  const std::int64_t age_ms =
+      (pg::Int64(r.get(), 0, 2) - m.created_at_us) / 1000;
   look.absence_counts =
       retention_ms && age_ms + kRetentionMargin.count() < *retention_ms;
   return look;
@@ -110,7 +113,8 @@ Verdict Resolve(ClientCore& core, const pg::ServerIdentity* old,
   const pg::ServerIdentity now =
       pg::ReadServerIdentity(conn.get(), "commit check");
   // Visible means committed, on whichever server shows it.
-  if (LookFor(core, conn.get(), effect).present) return {Finding::kCommitted, ""};
+  if (LookFor(core, conn.get(), effect).present)
+    return {Finding::kCommitted, ""};
   if (old == nullptr || !old->SameServer(now)) {
     return {Finding::kUnknown,
             "the new connection reached another server (a failover?) or "
@@ -163,11 +167,10 @@ void ResolveBrokenCommit(ClientCore& core, const char* operation,
     case Finding::kUnknown:
       break;
   }
-  throw CommitOutcomeUnknown(operation,
-                             prefix + verdict.why + " (within " +
-                                 std::to_string(
-                                     core.options().commit_check_timeout.count()) +
-                                 " ms)");
+  throw CommitOutcomeUnknown(
+      operation,
+      prefix + verdict.why + " (within " +
+          std::to_string(core.options().commit_check_timeout.count()) + " ms)");
 }
 
 }  // namespace compaction::detail

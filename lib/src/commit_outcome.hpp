@@ -14,17 +14,6 @@
 
 namespace compaction::detail {
 
-// A message the transaction wrote, as its INSERT ... RETURNING said: the
-// effect looked for. Its id alone proves nothing (identity values can be
-// drawn again after a crash or a failover), so key and created_at must
-// match too.
-struct WrittenMessage {
-  std::int64_t topic_id = 0;
-  std::int64_t id = 0;
-  std::optional<std::string> key;
-  std::int64_t created_at_us = 0;
-};
-
 // Returns normally when the transaction committed: `effect` is on the
 // server. Throws ConnectionLost (safe to retry) when it provably did not:
 // the new connection reached the same server (same system identifier and

@@ -27,6 +27,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
              std::string quoted_schema)
       : options_(std::move(options)),
         schema_(std::move(quoted_schema)),
+        params_(params),
         pool_(std::move(params), options_.application_name, options_.pool_size,
               options_.acquire_timeout, options_.prepared_statements,
               &options_.notice_handler) {}
@@ -35,6 +36,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // The quoted schema identifier, ready to splice into SQL.
   const std::string& schema() const { return schema_; }
   pg::Pool& pool() { return pool_; }
+  // What the pool's connections are opened with (before ForConnection).
+  const pg::ConnParams& params() const { return params_; }
 
   // Generated table names come from the numeric topic id only.
   std::string MessageTable(std::int64_t topic_id) const {
@@ -54,9 +57,21 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
  private:
   const ClientOptions options_;
   const std::string schema_;
+  const pg::ConnParams params_;
   pg::Pool pool_;
   std::mutex cache_mutex_;
   std::unordered_map<std::string, TopicInfo> topics_;
+};
+
+// A message a transaction wrote, as its INSERT ... RETURNING said: the
+// effect looked for. Its id alone proves nothing (identity values can be
+// drawn again after a crash or a failover), so key and created_at must
+// match too.
+struct WrittenMessage {
+  std::int64_t topic_id = 0;
+  std::int64_t id = 0;
+  std::optional<std::string> key;
+  std::int64_t created_at_us = 0;
 };
 
 // The state behind a Tx. An owned Tx keeps its client's core (and so the
@@ -89,6 +104,14 @@ class TxState {
   // tables' locks, so the id stays valid to its end.
   std::optional<TopicInfo> TouchedTopic(const std::string& name) const;
   void RememberTouchedTopic(const TopicInfo& topic);
+  // The client's core; null for a borrowed transaction.
+  ClientCore* core() const { return core_.get(); }
+  // The last message this transaction produced (ProduceInTx): what a
+  // COMMIT whose connection broke is looked for by.
+  const std::optional<WrittenMessage>& written() const { return written_; }
+  void RememberWritten(WrittenMessage message) {
+    written_ = std::move(message);
+  }
   bool borrowed() const { return borrowed_; }
   TxStatus status() const { return status_; }
   bool finished() const { return status_ != TxStatus::kActive; }
@@ -109,6 +132,7 @@ class TxState {
   TxStatus status_ = TxStatus::kActive;
   bool read_committed_checked_ = false;
   std::vector<TopicInfo> touched_topics_;  // a handful at most
+  std::optional<WrittenMessage> written_;
 };
 
 // The callgate of Tx: the one way library code reaches a Tx's state or

@@ -1,5 +1,9 @@
 // Producing: append to the message log and, for a compacted message, upsert
 // the key's head with the winner rule in the same statement.
+#include <chrono>
+#include <optional>
+
+#include "commit_outcome.hpp"
 #include "compaction/tx.hpp"
 #include "core.hpp"
 #include "pg/sqlstate.hpp"
@@ -80,26 +84,63 @@ std::string CompactedInsertSql(const ClientCore& core, std::int64_t id) {
          ", EXISTS (SELECT 1 FROM h) FROM m";
 }
 
+pg::Statement BuildProduce(const ClientCore& core, const TopicInfo& topic,
+                           const Outgoing& message,
+                           const ProduceOptions& options) {
+  pg::Statement st;
+  st.params.Add(options.message_key).Add(message.schema_version);
+  if (message.tombstone) {
+    st.params.AddNull();  // a tombstone's payload is SQL NULL
+  } else {
+    st.params.Add(message.payload_json);
+  }
+  if (options.compaction) {
+    st.params.Add(options.compaction->rank);
+    st.sql = CompactedInsertSql(core, topic.id);
+  } else {
+    st.sql = PlainInsertSql(core, topic.id);
+  }
+  return st;
+}
+
+ProduceResult Decode(const PGresult* r) {
+  return ProduceResult{pg::Int64(r, 0, 0), FromMicros(pg::Int64(r, 0, 1)),
+                       pg::Bool(r, 0, 2), 0};
+}
+
+// The message as a broken COMMIT looks for it (commit_outcome.hpp).
+WrittenMessage Written(const TopicInfo& topic, const ProduceOptions& options,
+                       const ProduceResult& result) {
+  return WrittenMessage{
+      topic.id, result.id, options.message_key,
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          result.created_at.time_since_epoch())
+          .count()};
+}
+
 ProduceResult Run(ClientCore& core, pg::Session s, const TopicInfo& topic,
                   const Outgoing& message, const ProduceOptions& options) {
-  pg::Params params;
-  params.Add(options.message_key).Add(message.schema_version);
-  if (message.tombstone) {
-    params.AddNull();  // a tombstone's payload is SQL NULL
-  } else {
-    params.Add(message.payload_json);
-  }
-  std::string sql;
-  if (options.compaction) {
-    params.Add(options.compaction->rank);
-    sql = CompactedInsertSql(core, topic.id);
-  } else {
-    sql = PlainInsertSql(core, topic.id);
-  }
-  pg::Result r = pg::Exec(s, kOp, sql, params);
-  return ProduceResult{pg::Int64(r.get(), 0, 0),
-                       FromMicros(pg::Int64(r.get(), 0, 1)),
-                       pg::Bool(r.get(), 0, 2), 0};
+  const pg::Statement st = BuildProduce(core, topic, message, options);
+  pg::Result r = pg::Exec(s, kOp, st.sql, st.params);
+  return Decode(r.get());
+}
+
+// A produce in a transaction of its own. When the connection breaks during
+// its COMMIT, the message it got back (id, created_at) is looked for on a
+// new connection instead of leaving the outcome to the caller.
+ProduceResult RunCommitted(ClientCore& core, pg::Session s,
+                           const TopicInfo& topic, const Outgoing& message,
+                           const ProduceOptions& options) {
+  pg::CommittedExec done = pg::ExecCommitted(
+      s, kOp, BuildProduce(core, topic, message, options));
+  std::optional<ProduceResult> result;
+  if (done.rows) result = Decode(done.rows.get());
+  if (!done.in_doubt && result) return *result;
+  std::optional<WrittenMessage> effect;
+  if (result) effect = Written(topic, options, *result);
+  ResolveBrokenCommit(core, kOp, s.server, effect);
+  if (!result) throw InternalError(kOp, "committed without a result");
+  return *result;
 }
 
 }  // namespace
@@ -111,15 +152,7 @@ ProduceResult Produce(ClientCore& core, const std::string& topic,
   // One statement in autocommit mode: message and head commit together.
   // WithTopic re-resolves a cached topic that was destroyed meanwhile.
   return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
-    try {
-      return Run(core, s, t, message, options);
-    } catch (const ConnectionLost&) {
-      // The statement was sent: it may have committed before the
-      // connection broke, and a retry would store the message twice.
-      throw CommitOutcomeUnknown(
-          kOp, "the connection broke during an autocommit produce; the "
-               "message may or may not have been stored");
-    }
+    return RunCommitted(core, s, t, message, options);
   });
 }
 
@@ -138,6 +171,7 @@ ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
   try {
     ProduceResult result = Run(core, s, *info, message, options);
     state.RememberTouchedTopic(*info);
+    state.RememberWritten(Written(*info, options, result));
     return result;
   } catch (const DatabaseError& e) {
     // Destroyed between the lookup and the insert (the statement failed,

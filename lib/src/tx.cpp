@@ -1,5 +1,6 @@
 #include "compaction/tx.hpp"
 
+#include "commit_outcome.hpp"
 #include "compaction/errors.hpp"
 #include "core.hpp"
 #include "pg/sqlstate.hpp"
@@ -106,6 +107,27 @@ detail::TxState& Tx::state() const {
 
 TxStatus Tx::status() const { return state().status(); }
 
+namespace {
+
+// The connection broke with COMMIT sent: finds out on a new connection
+// (commit_outcome.hpp) and finishes `st` accordingly; throws unless it
+// committed.
+void ResolveCommit(detail::TxState& st, const char* operation) {
+  try {
+    detail::ResolveBrokenCommit(*st.core(), operation, st.session().server,
+                                st.written());
+  } catch (const ConnectionLost&) {
+    st.Finish(TxStatus::kAborted);
+    throw;
+  } catch (...) {
+    st.Finish(TxStatus::kInDoubt);
+    throw;
+  }
+  st.Finish(TxStatus::kCommitted);
+}
+
+}  // namespace
+
 void Tx::Commit() {
   constexpr const char* kOp = "Commit";
   detail::TxState& st = state();
@@ -117,8 +139,8 @@ void Tx::Commit() {
   try {
     committed = pg::Commit(st.session(), kOp);
   } catch (const CommitOutcomeUnknown&) {
-    st.Finish(TxStatus::kInDoubt);
-    throw;
+    ResolveCommit(st, kOp);
+    return;
   } catch (...) {
     // The server refused COMMIT, or it was never sent (preparing it
     // failed): nothing was committed.

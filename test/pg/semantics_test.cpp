@@ -109,7 +109,7 @@ TEST_CASE("a producer that outlived Destroy and Register works on the new topic"
   CHECK(other.Key("k").CompactionHead()->message.value == 5);
 }
 
-TEST_CASE("an autocommit produce whose connection breaks mid-statement has an unknown outcome") {
+TEST_CASE("an autocommit produce whose backend is terminated mid-statement did not commit") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("broken");
   topic.Register();
@@ -133,7 +133,9 @@ TEST_CASE("an autocommit produce whose connection breaks mid-statement has an un
   }
   REQUIRE(pid != 0);
   db.raw().Query("SELECT pg_terminate_backend($1)", {std::to_string(pid)});
-  CHECK_THROWS_AS(produce.get(), CommitOutcomeUnknown);
+  // The server answered the INSERT with its FATAL: COMMIT never ran.
+  CHECK_THROWS_AS(produce.get(), compaction::ConnectionLost);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("broken")) == 0);
 }
 
 TEST_CASE("schema versions are bounded and produces that lose are counted") {

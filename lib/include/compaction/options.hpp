@@ -50,6 +50,13 @@ struct ClientOptions {
   // transaction and autocommit statement, in the same round trip; anything
   // else in `options` is refused (InvalidArgument) at Connect.
   bool prepared_statements = true;
+  // How long a COMMIT (Tx::Commit, or an autocommit Produce) whose
+  // connection broke may spend finding out on a new connection whether it
+  // committed: returns normally when it did, throws ConnectionLost when it
+  // provably did not, CommitOutcomeUnknown when it cannot tell in time.
+  // With a multi-host conninfo this covers the wait for a promoted
+  // standby. Zero: no check, every such COMMIT is CommitOutcomeUnknown.
+  std::chrono::milliseconds commit_check_timeout = std::chrono::seconds(15);
   // Where the server's notices and warnings on the client's connections
   // go; empty (the default) drops them. libpq would print them on stderr.
   NoticeHandler notice_handler = nullptr;

@@ -1,5 +1,7 @@
 #include "pg/connection.hpp"
 
+#include <poll.h>
+
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -228,6 +230,127 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
   return results;
 }
 
+namespace {
+
+// A result that says the connection is going away: class 08, or the server
+// terminating the backend (57P01..57P03), whose socket closes next.
+bool SaysConnectionGone(const PGresult* result) {
+  const char* state =
+      result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  if (state == nullptr) return false;
+  const std::string_view s(state);
+  return s.starts_with("08") || s == "57P01" || s == "57P02" || s == "57P03";
+}
+
+}  // namespace
+
+ServerIdentity ReadServerIdentity(PGconn* conn, const char* operation) {
+  // pg_backend_pid() is compared with the pid libpq connected to: behind a
+  // pooler they differ, and no backend of ours can be watched.
+  Result r(PQexecParams(
+      conn,
+      "SELECT s.system_identifier::text, (extract(epoch FROM "
+      "pg_catalog.pg_postmaster_start_time()) * 1e6)::bigint::text, "
+      "pg_catalog.pg_backend_pid() FROM pg_catalog.pg_control_system() s",
+      0, nullptr, nullptr, nullptr, nullptr, 0));
+  ServerIdentity identity;
+  if (!Succeeded(r.get()) || PQntuples(r.get()) != 1) {
+    if (PQstatus(conn) != CONNECTION_OK || SaysConnectionGone(r.get())) {
+      ThrowError(operation, conn, r.get());
+    }
+    return identity;  // unknown: e.g. a server without pg_control_system
+  }
+  identity.backend_pid = PQbackendPID(conn);
+  if (Int64(r.get(), 0, 2) != identity.backend_pid) return identity;
+  identity.system_identifier = std::string(Text(r.get(), 0, 0));
+  identity.started = std::string(Text(r.get(), 0, 1));
+  return identity;
+}
+
+bool LooksAlive(PGconn* conn) {
+  if (PQstatus(conn) != CONNECTION_OK) return false;
+  pollfd p{PQsocket(conn), POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return true;  // nothing pending: as it was
+  // An idle connection has nothing to say but notifications; an error or
+  // EOF means the server ended it (its FATAL goes to the notice receiver).
+  if (PQconsumeInput(conn) == 0) return false;
+  return PQstatus(conn) == CONNECTION_OK;
+}
+
+namespace {
+
+// The results of ExecCommitted's pipeline judged: `commit` is COMMIT's
+// index, the statement's is just before it. Throws the server's refusal;
+// returns whether the outcome is in doubt.
+bool JudgeCommitted(Session session, const char* operation,
+                    const std::vector<Result>& results, std::size_t commit,
+                    bool left) {
+  const auto ok = [&](std::size_t i) {
+    return i < results.size() && Succeeded(results[i].get());
+  };
+  bool gone = !session.open() || !left;
+  for (const Result& r : results) gone = gone || SaysConnectionGone(r.get());
+  if (ok(commit) &&
+      std::string_view(PQcmdStatus(results[commit].get())) == "COMMIT") {
+    return false;
+  }
+  // A statement before COMMIT refused by the server (an error with a
+  // SQLSTATE; libpq's own for a lost connection have none): the server
+  // skipped COMMIT, or ended the backend before it (57P01).
+  for (std::size_t i = 0; i < commit && i < results.size(); ++i) {
+    if (!ok(i) && PQresultStatus(results[i].get()) == PGRES_FATAL_ERROR &&
+        PQresultErrorField(results[i].get(), PG_DIAG_SQLSTATE) != nullptr) {
+      RollbackQuietly(session);
+      ThrowError(operation, session.conn, results[i].get());
+    }
+  }
+  if (gone) return true;
+  // COMMIT itself refused (a deferred constraint): nothing committed.
+  RollbackQuietly(session);
+  ThrowError(operation, session.conn,
+             results.size() > commit ? results[commit].get() : nullptr);
+}
+
+}  // namespace
+
+CommittedExec ExecCommitted(Session session, const char* operation,
+                            const Statement& statement) {
+  if (PQpipelineStatus(session.conn) != PQ_PIPELINE_OFF) {
+    throw InvalidArgument(operation, "the connection is in pipeline mode");
+  }
+  if (!session.open()) ThrowError(operation, session.conn, nullptr);
+  std::vector<Statement> all = {{"BEGIN ISOLATION LEVEL READ COMMITTED", {}}};
+  if (NeedsLocalSettings(session)) {
+    all.push_back(Statement{*session.local_settings, {}});
+  }
+  all.push_back(statement);
+  all.push_back(Statement{"COMMIT", {}});
+  const std::size_t commit = all.size() - 1;
+  const std::vector<std::string> names = PrepareAll(session, operation, all);
+  if (PQenterPipelineMode(session.conn) != 1) {
+    ThrowError(operation, session.conn, nullptr);
+  }
+  bool sent = true;
+  for (std::size_t i = 0; i < all.size() && sent; ++i) {
+    // The flush request makes the server send the statement's result
+    // before it runs COMMIT, instead of at the sync.
+    if (i == commit) sent = PQsendFlushRequest(session.conn) == 1;
+    sent = sent &&
+           SendPipelined(session, names.empty() ? nullptr : &names[i], all[i]);
+  }
+  sent = sent && PQpipelineSync(session.conn) == 1;
+  std::vector<Result> results;
+  if (sent) DrainPipeline(session.conn, all.size(), results);
+  const bool left = LeavePipeline(session.conn);
+  CommittedExec out;
+  out.in_doubt =
+      !sent || JudgeCommitted(session, operation, results, commit, left);
+  if (results.size() > commit - 1 && Succeeded(results[commit - 1].get())) {
+    out.rows = std::move(results[commit - 1]);
+  }
+  return out;
+}
+
 Result ExecScript(PGconn* conn, const char* operation, const std::string& sql) {
   Result result(PQexec(conn, sql.c_str()));
   if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());
@@ -270,7 +393,7 @@ bool Commit(Session session, const char* operation) {
   // preparing may fail, and then COMMIT was never sent.
   Result r = ExecUnchecked(session, operation, "COMMIT");
   if (!Succeeded(r.get())) {
-    if (!session.open()) {
+    if (!session.open() || SaysConnectionGone(r.get())) {
       throw CommitOutcomeUnknown(
           operation,
           "the connection broke during COMMIT; the transaction may or may "

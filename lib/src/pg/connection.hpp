@@ -96,6 +96,26 @@ enum class TransactionStatus {
   kUnknown,        // the connection is bad
 };
 
+// Which server and backend a connection talks to, read once when it opens:
+// what a COMMIT whose connection broke is checked against
+// (commit_outcome.cpp). Unknown when the server refused to say, or when
+// the backend that answered is not the one libpq connected to (a pooler in
+// between: then no backend pid of ours can be watched).
+struct ServerIdentity {
+  std::string system_identifier;  // pg_control_system(); empty: unknown
+  std::string started;            // pg_postmaster_start_time(), in us
+  int backend_pid = 0;
+  bool known() const { return !system_identifier.empty(); }
+  bool SameServer(const ServerIdentity& other) const {
+    return known() && other.known() &&
+           system_identifier == other.system_identifier &&
+           started == other.started;
+  }
+};
+// Reads `conn`'s identity. Throws ConnectionLost when the connection
+// breaks; any other failure leaves it unknown.
+ServerIdentity ReadServerIdentity(PGconn* conn, const char* operation);
+
 // A connection plus the statement cache that belongs to it; the cache is
 // null for a borrowed connection, whose session state is not ours.
 struct Session {
@@ -107,6 +127,8 @@ struct Session {
   // starts a transaction; so it holds behind a transaction pooler, which
   // refuses or drops startup `options`.
   const std::string* local_settings = nullptr;
+  // Null for a borrowed connection.
+  const ServerIdentity* server = nullptr;
 
   bool open() const { return PQstatus(conn) == CONNECTION_OK; }
   bool in_pipeline() const { return PQpipelineStatus(conn) != PQ_PIPELINE_OFF; }
@@ -150,6 +172,26 @@ struct Statement {
 // transaction block it aborts the transaction like any failed statement.
 std::vector<Result> ExecPipelined(Session session, const char* operation,
                                   const std::vector<Statement>& statements);
+// What ExecCommitted saw of a statement run in a transaction of its own.
+struct CommittedExec {
+  Result rows;            // the statement's result; null: never came back
+  bool in_doubt = false;  // the connection broke after the statement was
+                          // sent and before COMMIT answered: it may have
+                          // committed
+};
+// Runs `statement` in a transaction of its own: BEGIN (READ COMMITTED), the
+// statement, a flush request, COMMIT and a sync in one round trip. The
+// server sends the statement's result before it commits, so a caller whose
+// COMMIT breaks usually holds what the statement returned (RETURNING) to
+// look for. Throws the statement's (or COMMIT's) error when the server
+// refused it (nothing committed; the connection is left idle), and
+// ConnectionLost when the connection was already broken (nothing sent).
+CommittedExec ExecCommitted(Session session, const char* operation,
+                            const Statement& statement);
+// False when an idle connection is known to be dead: the server closed it
+// or sent an error (a terminated backend, a server shut down) while it was
+// idle. Reads what is pending without waiting.
+bool LooksAlive(PGconn* conn);
 // Runs a parameterless script (several statements) with the simple query
 // protocol; returns the last result.
 Result ExecScript(PGconn* conn, const char* operation, const std::string& sql);

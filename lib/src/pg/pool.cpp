@@ -39,9 +39,16 @@ Pool::Lease Pool::Acquire(const char* operation) {
                           "wait for a connection while holding all of them)");
   }
   const std::thread::id self = std::this_thread::get_id();
-  if (const int i = PickIdle(self); i >= 0) {
+  for (int i; (i = PickIdle(self)) >= 0;) {
     auto conn = std::move(idle_[i]);
     idle_.erase(idle_.begin() + i);
+    // One the server ended while it idled (a failover, a terminated
+    // backend) is replaced here, before anything is sent on it: a
+    // statement sent there would come back as an unknown outcome.
+    if (!LooksAlive(conn->get())) {
+      --open_;
+      continue;
+    }
     conn->set_last_user(self);
     return Lease(this, std::move(conn));
   }

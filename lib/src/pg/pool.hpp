@@ -25,12 +25,15 @@ namespace compaction::pg {
 class Connection {
  public:
   // `local_settings`: LocalSettingsSql for a connection opened with
-  // StartupOptions::kPerTransaction, else empty.
+  // StartupOptions::kPerTransaction, else empty. Reads the server's
+  // identity (a round trip): what a broken COMMIT on this connection is
+  // later checked against. Throws ConnectionLost.
   Connection(ConnPtr conn, bool prepared_statements,
              std::string local_settings = {})
       : conn_(std::move(conn)),
         prepared_statements_(prepared_statements),
-        local_settings_(std::move(local_settings)) {}
+        local_settings_(std::move(local_settings)),
+        server_(ReadServerIdentity(conn_.get(), "Connect")) {}
   PGconn* get() const { return conn_.get(); }
   // The thread that acquired it last; none for a connection never leased.
   std::thread::id last_user() const { return last_user_; }
@@ -39,13 +42,14 @@ class Connection {
   // statements unnamed.
   Session session() {
     return Session{conn_.get(), prepared_statements_ ? &cache_ : nullptr,
-                   &local_settings_};
+                   &local_settings_, &server_};
   }
 
  private:
   ConnPtr conn_;
   bool prepared_statements_;
   std::string local_settings_;
+  ServerIdentity server_;
   PreparedCache cache_;
   std::thread::id last_user_;
 };
