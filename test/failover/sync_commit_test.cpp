@@ -80,7 +80,9 @@ bool TerminateInSyncRep(RawConn& raw, const std::string& app) {
 
 }  // namespace
 
-TEST_CASE("an autocommit produce terminated after its commit record returns normally") {
+TEST_CASE(
+    "an autocommit produce terminated after its commit record returns "
+    "normally") {
   LiveDb db;
   Warnings warnings;
   const std::string app = testing::Unique("sync_produce");
@@ -98,7 +100,7 @@ TEST_CASE("an autocommit produce terminated after its commit record returns norm
     REQUIRE_NOTHROW(result = produce.get());
   }
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("synced") +
-                     " WHERE id = $1",
+                         " WHERE id = $1",
                      {std::to_string(result.id)}) == 1);
   CHECK(topic.Key("k").CompactionHead()->message.value == 7);
   std::lock_guard lock(warnings.mutex);

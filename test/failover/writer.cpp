@@ -92,12 +92,14 @@ void Producer(Client& client, const std::string& topic_name, int index,
   std::optional<compaction::Producer<Counter>> producer;
   std::int64_t n = 0;
   while (!g_stop) {
-    const std::string key = "p" + std::to_string(index) + "-" + std::to_string(n);
+    const std::string key =
+        "p" + std::to_string(index) + "-" + std::to_string(n);
     try {
       if (!producer) producer.emplace(topic.RegisterProducer());
       compaction::ProduceOptions options;
       options.message_key = key;
-      const compaction::ProduceResult r = producer->Produce(Counter{n}, options);
+      const compaction::ProduceResult r =
+          producer->Produce(Counter{n}, options);
       std::lock_guard lock(tally.mutex);
       tally.produced.emplace_back(
           r.id, key,
@@ -123,7 +125,8 @@ void Producer(Client& client, const std::string& topic_name, int index,
 std::vector<std::vector<std::string>> Query(const std::string& conninfo,
                                             const std::string& sql) {
   PGconn* conn = PQconnectdb(conninfo.c_str());
-  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
   PGresult* r = PQexec(conn, sql.c_str());
   std::vector<std::vector<std::string>> rows;
   if (PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -131,7 +134,8 @@ std::vector<std::vector<std::string>> Query(const std::string& conninfo,
   }
   for (int i = 0; i < PQntuples(r); ++i) {
     std::vector<std::string> row;
-    for (int j = 0; j < PQnfields(r); ++j) row.emplace_back(PQgetvalue(r, i, j));
+    for (int j = 0; j < PQnfields(r); ++j)
+      row.emplace_back(PQgetvalue(r, i, j));
     rows.push_back(std::move(row));
   }
   PQclear(r);
@@ -179,10 +183,10 @@ int main(int argc, char** argv) {
           .at(0)
           .at(0);
   std::set<std::tuple<std::int64_t, std::string, std::int64_t>> stored;
-  for (const auto& row :
-       Query(conninfo, "SELECT id, message_key, (extract(epoch FROM "
-                       "created_at) * 1e6)::bigint FROM " + table +
-                           " WHERE message_key LIKE 'p%'")) {
+  for (const auto& row : Query(conninfo,
+                               "SELECT id, message_key, (extract(epoch FROM "
+                               "created_at) * 1e6)::bigint FROM " +
+                                   table + " WHERE message_key LIKE 'p%'")) {
     stored.emplace(std::stoll(row[0]), row[1], std::stoll(row[2]));
   }
   std::int64_t lost_produces = 0;
@@ -192,15 +196,16 @@ int main(int argc, char** argv) {
   for (int k = 0; k < keys; ++k) {
     const std::string key = "k" + std::to_string(k);
     std::vector<std::int64_t> values;
-    for (const auto& row :
-         Query(conninfo, "SELECT payload->>'value' FROM " + table +
-                             " WHERE message_key = '" + key + "' ORDER BY id")) {
+    for (const auto& row : Query(
+             conninfo, "SELECT payload->>'value' FROM " + table +
+                           " WHERE message_key = '" + key + "' ORDER BY id")) {
       values.push_back(std::stoll(row[0]));
     }
     const std::int64_t final_value = static_cast<std::int64_t>(values.size());
     bool sequence_ok = true;  // exactly 1..n, each once
     for (std::size_t i = 0; i < values.size(); ++i) {
-      sequence_ok = sequence_ok && values[i] == static_cast<std::int64_t>(i + 1);
+      sequence_ok =
+          sequence_ok && values[i] == static_cast<std::int64_t>(i + 1);
     }
     const std::int64_t acked = tally.acked[key], unknown = tally.unknown[key];
     const bool ok =
@@ -208,21 +213,22 @@ int main(int argc, char** argv) {
     bad_keys += !ok;
     acked_total += acked;
     unknown_total += unknown;
-    keys_json[key] = {{"acked", acked}, {"unknown", unknown},
-                      {"final", final_value}, {"sequence_ok", sequence_ok}};
+    keys_json[key] = {{"acked", acked},
+                      {"unknown", unknown},
+                      {"final", final_value},
+                      {"sequence_ok", sequence_ok}};
   }
-  nlohmann::json out = {
-      {"increments_acked", acked_total},
-      {"increments_unknown", unknown_total},
-      {"produces_acked", tally.produced.size()},
-      {"produces_unknown", tally.produce_unknown},
-      {"produces_lost", lost_produces},
-      {"bad_keys", bad_keys},
-      {"connection_lost_retried", tally.lost.load()},
-      {"other_errors", tally.other_errors.load()},
-      {"last_other_error", tally.last_other},
-      {"notices", tally.notices.load()},
-      {"keys", keys_json}};
+  nlohmann::json out = {{"increments_acked", acked_total},
+                        {"increments_unknown", unknown_total},
+                        {"produces_acked", tally.produced.size()},
+                        {"produces_unknown", tally.produce_unknown},
+                        {"produces_lost", lost_produces},
+                        {"bad_keys", bad_keys},
+                        {"connection_lost_retried", tally.lost.load()},
+                        {"other_errors", tally.other_errors.load()},
+                        {"last_other_error", tally.last_other},
+                        {"notices", tally.notices.load()},
+                        {"keys", keys_json}};
   std::cout << out.dump() << std::endl;
   return (lost_produces == 0 && bad_keys == 0) ? 0 : 1;
 }

@@ -43,7 +43,8 @@ void HoldCommitsOn(LiveDb& db, const std::string& table, std::int64_t key) {
   db.raw().Query("CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT ON " +
                  table +
                  " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE "
-                 "FUNCTION " + fn + "()");
+                 "FUNCTION " +
+                 fn + "()");
 }
 
 std::int64_t RandomKey() {
@@ -72,7 +73,9 @@ bool TerminateWhenBlocked(RawConn& raw, const std::string& app) {
 
 }  // namespace
 
-TEST_CASE("an autocommit produce terminated during COMMIT is ConnectionLost, and did not commit") {
+TEST_CASE(
+    "an autocommit produce terminated during COMMIT is ConnectionLost, and did "
+    "not commit") {
   LiveDb db;
   const std::string app = testing::Unique("co_produce");
   compaction::Client client = ClientNamed(db, app);
@@ -96,7 +99,9 @@ TEST_CASE("an autocommit produce terminated during COMMIT is ConnectionLost, and
   CHECK(topic.Key("k").CompactionHead()->message.value == 2);
 }
 
-TEST_CASE("a Tx with a produce terminated during COMMIT is ConnectionLost and aborted") {
+TEST_CASE(
+    "a Tx with a produce terminated during COMMIT is ConnectionLost and "
+    "aborted") {
   LiveDb db;
   const std::string app = testing::Unique("co_tx");
   compaction::Client client = ClientNamed(db, app);
@@ -118,7 +123,8 @@ TEST_CASE("a Tx with a produce terminated during COMMIT is ConnectionLost and ab
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 0);
 }
 
-TEST_CASE("a lock-only Tx terminated during COMMIT stays CommitOutcomeUnknown") {
+TEST_CASE(
+    "a lock-only Tx terminated during COMMIT stays CommitOutcomeUnknown") {
   LiveDb db;
   const std::string app = testing::Unique("co_lock");
   compaction::Client client = ClientNamed(db, app);

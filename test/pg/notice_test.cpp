@@ -34,7 +34,8 @@ class StderrCapture {
     Restore();
     std::string out;
     std::rewind(file_);
-    for (int c; (c = std::fgetc(file_)) != EOF;) out.push_back(static_cast<char>(c));
+    for (int c; (c = std::fgetc(file_)) != EOF;)
+      out.push_back(static_cast<char>(c));
     return out;
   }
 
@@ -62,7 +63,8 @@ struct Collected {
   bool Has(const std::string& severity, const std::string& text) {
     std::lock_guard lock(mutex);
     for (const Notice& n : notices) {
-      if (n.severity == severity && n.message.find(text) != std::string::npos) return true;
+      if (n.severity == severity && n.message.find(text) != std::string::npos)
+        return true;
     }
     return false;
   }
@@ -97,7 +99,8 @@ TEST_CASE("notices reach the handler, and stderr stays silent by default") {
   INFO(err);
 }
 
-TEST_CASE("the listener's FATAL on termination reaches its handler, not stderr") {
+TEST_CASE(
+    "the listener's FATAL on termination reaches its handler, not stderr") {
   LiveDb db;
   Collected seen;
   const std::string app = testing::Unique("notice_listener");
