@@ -1,4 +1,6 @@
-// Janitor: deletes expired headless rows of a topic in bounded batches.
+// Janitor: the two maintenance jobs of a topic, each in bounded batches:
+// SweepHeadless deletes expired headless rows, CompactLog (the log cleaner)
+// removes messages out of retention and expires tombstones.
 //
 // Each batch is its own short transaction that picks rows through the
 // idle_since partial index with FOR UPDATE SKIP LOCKED and re-checks
@@ -6,15 +8,16 @@
 // never waits on a locked key and never deletes a materialized head. The
 // cutoff comes from the server clock and the topic row.
 //
-// Before the batches a sweep takes the topic's claim in janitor_state so that
+// Before the batches a sweep takes the topic's claim in janitor_state (the
+// cleaner: in log_cleaner_state) so that
 // two processes do not sweep one topic at the same moment; the second one
 // skips and says so. The claim only saves work: correctness rests on the
 // row locks alone.
 //
 // Lifetime: shares the Client's connection pool, so it may outlive the
 // Client object it was made from. Thread safety:
-// SweepHeadless may be called from several threads but runs one sweep at a
-// time per Janitor (use one Janitor per thread for parallel sweeps);
+// SweepHeadless and CompactLog may be called from several threads but run
+// one at a time per Janitor (use one Janitor per thread for parallel sweeps);
 // Cancel() may be called from any thread.
 #pragma once
 
