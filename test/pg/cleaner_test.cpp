@@ -628,3 +628,53 @@ TEST_CASE("stress: lockers, producers, tombstones, the janitor and the cleaner t
   CHECK(Count(db.raw(), db.MessageTable("stress"), "payload IS NULL") == 0);
   INFO("cleaner passes " << passes.load() << ", increments " << total);
 }
+
+TEST_CASE("the cleaner has its own claim, separate from the sweep's") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("claim");
+  topic.Register(Immediate());
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1});
+  const std::string id = std::to_string(db.TopicId("claim"));
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                     ".log_cleaner_state SET claimed_by = 'replica-b', "
+                     "claimed_until = now() + interval '1 hour' "
+                     "WHERE topic_id = $1",
+                 {id});
+  Janitor janitor(db.client());
+  const CompactResult r = janitor.CompactLog("claim");
+  CHECK(r.skipped);
+  CHECK(r.claimed_by == "replica-b");
+  CHECK(r.deleted_messages == 0);
+  CHECK(Count(db.raw(), db.MessageTable("claim")) == 1);
+  // The headless sweep's claim is another row: it is not held.
+  CHECK_FALSE(janitor.SweepHeadless("claim").skipped);
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                     ".log_cleaner_state SET claimed_until = now() - "
+                     "interval '1 second' WHERE topic_id = $1",
+                 {id});
+  CHECK(janitor.CompactLog("claim").deleted_messages == 1);
+}
+
+TEST_CASE("Cancel stops a cleaner pass; its batch rolls back") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("cancel");
+  topic.Register(Immediate());
+  auto producer = topic.RegisterProducer();
+  for (int i = 0; i < 5; ++i) producer.Produce(Counter{i});
+  TriggerGate gate(db, db.MessageTable("cancel"), "DELETE");
+  gate.Close();
+  Janitor janitor(db.client());
+  auto pass = CompactAsync(janitor, "cancel");
+  REQUIRE(testing::WaitForLockWait(db.raw(), kCleanerMarker, db.schema()));
+  janitor.Cancel();
+  REQUIRE(pass.wait_for(10s) == std::future_status::ready);
+  const CompactResult r = pass.get();
+  gate.Open();
+  CHECK(r.cancelled);
+  CHECK(r.deleted_messages == 0);
+  CHECK(Count(db.raw(), db.MessageTable("cancel")) == 5);
+  CHECK(topic.Stats().cleaner.last_error == "cancelled");
+  // The next pass does the work.
+  CHECK(janitor.CompactLog("cancel").deleted_messages == 5);
+}
