@@ -23,4 +23,9 @@ bash "$root/deploy/local/pg.sh" start "$pgdir"
 . "$pgdir/env"
 
 cd "$build"
-ctest --output-on-failure -j"$(nproc)" --timeout 600
+# On failure, the failed tests' output again, last, where a log that keeps
+# only its head and tail (CI summaries) still shows why.
+if ! ctest --output-on-failure -j"$(nproc)" --timeout 600; then
+  python3 "$root/deploy/local/failed_output.py" Testing/Temporary/LastTest.log
+  exit 8
+fi
