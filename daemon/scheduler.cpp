@@ -1,7 +1,11 @@
 #include "daemon/scheduler.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <compaction/client.hpp>
+#include <set>
+#include <string>
 
 #include "daemon/failure.hpp"
 #include "daemon/log.hpp"
@@ -22,6 +26,23 @@ std::int64_t UnixMicros() {
 
 }  // namespace
 
+namespace {
+
+// The default `owner`: one name for every run of this process. The library's
+// default names each sweep apart, so the claim of a run whose connection
+// broke mid-batch (a failover) would make this daemon skip the topic as
+// another owner's until claim-ttl; under one name the next run takes it
+// over. The scheduler runs one sweep and one cleaner pass per topic at a
+// time, and their claims are apart, so nothing here needs the per-sweep
+// exclusion.
+std::string ProcessOwner() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+}  // namespace
+
 ScheduleSettings ScheduleSettings::From(const Settings& s) {
   ScheduleSettings out;
   out.min_interval = s.min_interval;
@@ -33,7 +54,7 @@ ScheduleSettings ScheduleSettings::From(const Settings& s) {
   out.sweep.claim_ttl = s.claim_ttl;
   out.sweep.batch_pause = s.batch_pause;
   out.sweep.duty_cycle = s.duty_cycle;
-  out.sweep.owner = s.owner;
+  out.sweep.owner = s.owner.empty() ? ProcessOwner() : s.owner;
   out.cleaner_min_interval = s.cleaner_min_interval;
   out.cleaner_max_interval = s.cleaner_max_interval;
   out.cleaner = out.sweep;
@@ -55,14 +76,15 @@ Millis ScheduleSettings::CleanerIntervalFor(
 }
 
 JobReport RunJob(compaction::Janitor& janitor, const std::string& topic,
-                 Job job, const compaction::SweepOptions& options) {
+                 Job job, const compaction::SweepOptions& options,
+                 std::stop_token stop) {
   if (job == Job::kSweep) {
-    compaction::SweepResult r = janitor.SweepHeadless(topic, options);
+    compaction::SweepResult r = janitor.SweepHeadless(topic, options, stop);
     return JobReport{r.deleted,          0,           r.batches,
                      r.stopped_at_limit, r.skipped,   std::move(r.claimed_by),
                      r.cancelled,        r.lost_claim};
   }
-  compaction::CompactResult r = janitor.CompactLog(topic, options);
+  compaction::CompactResult r = janitor.CompactLog(topic, options, stop);
   return JobReport{r.deleted_messages, r.tombstones_expired,
                    r.batches,          r.stopped_at_limit,
                    r.skipped,          std::move(r.claimed_by),
@@ -184,8 +206,7 @@ void Scheduler::Stop() {
 
 void Scheduler::CancelInFlight() {
   stopping_ = true;
-  std::lock_guard lock(janitors_mu_);
-  for (compaction::Janitor* j : janitors_) j->Cancel();
+  cancel_.request_stop();
 }
 
 void Scheduler::Arm(const std::shared_ptr<Topic>& topic, Job job,
@@ -226,27 +247,14 @@ void Scheduler::Start(const std::shared_ptr<Topic>& topic, Job job) {
 Scheduler::RunReport Scheduler::Run(compaction::Client& client,
                                     const std::string& name, Job job,
                                     const compaction::SweepOptions& options) {
-  compaction::Janitor janitor(client);
-  {
-    std::lock_guard lock(janitors_mu_);
-    janitors_.insert(&janitor);
-  }
-  struct Unregister {
-    Scheduler* self;
-    compaction::Janitor* j;
-    ~Unregister() {
-      std::lock_guard lock(self->janitors_mu_);
-      self->janitors_.erase(j);
-    }
-  } unregister{this, &janitor};
-  // Checked after registering, so a concurrent CancelInFlight either sees
-  // this janitor or this check sees the flag.
+  // A CancelInFlight() after this check stops the run through its token.
   RunReport report;
   if (stopping_) {
     report.not_started = true;
     return report;
   }
-  report.job = RunJob(janitor, name, job, options);
+  compaction::Janitor janitor(client);
+  report.job = RunJob(janitor, name, job, options, cancel_.get_token());
   return report;
 }
 

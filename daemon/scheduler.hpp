@@ -27,9 +27,8 @@
 #include <compaction/options.hpp>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
-#include <set>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -76,8 +75,10 @@ struct JobReport {
 
 // One run of `job` on `topic` through `janitor`; blocks (call it on a
 // worker thread). The scheduler and `sweep --once` both run jobs this way.
+// A stop requested on `stop` cancels it (Janitor::SweepHeadless).
 JobReport RunJob(compaction::Janitor& janitor, const std::string& topic,
-                 Job job, const compaction::SweepOptions& options);
+                 Job job, const compaction::SweepOptions& options,
+                 std::stop_token stop = {});
 
 class Scheduler {
  public:
@@ -95,8 +96,8 @@ class Scheduler {
   // Cancels every timer; runs in flight go on until CancelInFlight() or
   // their own end.
   void Stop();
-  // PQcancel of every run in flight. Blocks on the network: call it off the
-  // io_context thread.
+  // PQcancel of every run in flight, and of any run that starts after it.
+  // Blocks on the network: call it off the io_context thread.
   void CancelInFlight();
   int in_flight() const { return in_flight_; }
   size_t topic_count() const { return topics_.size(); }
@@ -149,10 +150,11 @@ class Scheduler {
   int in_flight_ = 0;
   bool stopped_ = false;
 
-  // Shared with worker threads: lets CancelInFlight reach running janitors.
+  // Shared with worker threads. stopping_: no new run starts (Stop()).
+  // cancel_: every run gets its token, so CancelInFlight's request_stop
+  // reaches the runs in flight and any run past the stopping_ check.
   std::atomic<bool> stopping_{false};
-  std::mutex janitors_mu_;
-  std::set<compaction::Janitor*> janitors_;
+  std::stop_source cancel_;
 };
 
 }  // namespace compactiond

@@ -26,8 +26,10 @@ struct Janitor::InFlight {
   std::stop_source stop{std::nostopstate};
 
   // Runs `kind` over `topic_name` as the Janitor's sweep in flight.
+  // A stop requested on `caller` stops it too.
   SweepResult Run(detail::ClientCore& core, sweep::BatchKind& kind,
-                  const std::string& topic_name, const SweepOptions& options) {
+                  const std::string& topic_name, const SweepOptions& options,
+                  std::stop_token caller) {
     std::lock_guard sweep_lock(sweep_mutex);
     // A Cancel() from here on, even during the claim, stops this sweep; one
     // from before belonged to an earlier sweep.
@@ -36,6 +38,8 @@ struct Janitor::InFlight {
       std::lock_guard lock(mutex);
       stop = fresh;
     }
+    // Runs at once when `caller` is already stopped.
+    std::stop_callback forward(caller, [&fresh] { fresh.request_stop(); });
     return sweep::RunSweep(core, kind, topic_name, options, fresh.get_token());
   }
 };
@@ -57,21 +61,24 @@ void Janitor::Cancel() {
 }
 
 SweepResult Janitor::SweepHeadless(const std::string& topic_name,
-                                   const SweepOptions& options) {
+                                   const SweepOptions& options,
+                                   std::stop_token stop) {
   constexpr const char* kOp = sweep::HeadlessBatches::kOperation;
   detail::ValidateTopicName(kOp, topic_name);
   sweep::ValidateOptions(kOp, options);
   sweep::HeadlessBatches kind(*core_, options);
-  return in_flight_->Run(*core_, kind, topic_name, options);
+  return in_flight_->Run(*core_, kind, topic_name, options, std::move(stop));
 }
 
 CompactResult Janitor::CompactLog(const std::string& topic_name,
-                                  const SweepOptions& options) {
+                                  const SweepOptions& options,
+                                  std::stop_token stop) {
   constexpr const char* kOp = sweep::CleanerBatches::kOperation;
   detail::ValidateTopicName(kOp, topic_name);
   sweep::ValidateOptions(kOp, options);
   sweep::CleanerBatches kind(*core_, options);
-  SweepResult r = in_flight_->Run(*core_, kind, topic_name, options);
+  SweepResult r =
+      in_flight_->Run(*core_, kind, topic_name, options, std::move(stop));
   return CompactResult{
       r.deleted, kind.tombstones_expired(), r.batches,   r.stopped_at_limit,
       r.skipped, std::move(r.claimed_by),   r.cancelled, r.lost_claim};

@@ -368,6 +368,46 @@ def test_kill9():
         drop_schema(schema)
 
 
+# --- a connection broken mid-sweep -------------------------------------------
+
+def test_lost_connection():
+    """A batch whose connection breaks (a failover, a terminated backend)
+    leaves its sweep's claim in janitor_state. The daemon's next sweep takes
+    it over at once, instead of skipping the topic as another owner's until
+    claim-ttl (60 s here)."""
+    schema = schema_name("lostconn")
+    app = f"cd_lostconn_{os.getpid()}"
+    setup_schema(ARGS.binary, schema)
+    daemon = None
+    try:
+        tid = register(ARGS.binary, schema, "orders", "1s")
+        insert_headless(schema, tid, 40)
+        slow_delete_trigger(schema, tid, 0.05)
+        daemon = Daemon(ARGS.binary, base_args(
+            schema, app, "--batch-size", "5", "--claim-ttl", "60s",
+            "--reconnect-min", "100ms", "--reconnect-max", "500ms"),
+            name="lostconn").start()
+        wait_for(lambda: deleting(app, in_trigger=True) > 0, 10,
+                 "a batch in flight", interval=0.02)
+        psql(f"SELECT pg_terminate_backend({sweeping_backend(app)})")
+        t = time.monotonic()
+        wait_for(lambda: daemon.metric(
+            "compaction_janitor_sweep_failures_total", topic="orders") == 1,
+            10, "the broken batch's sweep failed")
+        check(headless_count(schema, tid) > 0, "nothing left to sweep")
+        wait_for(lambda: headless_count(schema, tid) == 0, 15,
+                 "the rest swept after the broken batch")
+        skipped = daemon.metric("compaction_janitor_sweeps_skipped_total",
+                                topic="orders")
+        check(not skipped, f"{skipped} sweeps skipped their own claim")
+        print(f"FIGURE lost_connection swept_after_s="
+              f"{time.monotonic() - t:.2f}")
+    finally:
+        if daemon:
+            daemon.stop()
+        drop_schema(schema)
+
+
 # --- signals ------------------------------------------------------------------
 
 def sweeping_backend(app):
@@ -971,6 +1011,7 @@ TESTS = {
     "many_topics": test_many_topics,
     "db_restart": test_db_restart,
     "kill9": test_kill9,
+    "lost_connection": test_lost_connection,
     "sigterm": test_sigterm,
     "sighup": test_sighup,
     "two_daemons": test_two_daemons,

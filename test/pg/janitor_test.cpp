@@ -9,12 +9,14 @@
 #include <iostream>
 #include <mutex>
 #include <random>
+#include <stop_token>
 #include <thread>
 
 #include "db_helpers.hpp"
 #include "live_db.hpp"
 
 using compaction::CompactionOptions;
+using compaction::CompactResult;
 using compaction::Janitor;
 using compaction::ProduceOptions;
 using compaction::SweepOptions;
@@ -672,6 +674,51 @@ TEST_CASE("Janitor::Cancel stops a sweep in flight") {
   CHECK_FALSE(next.cancelled);
   CHECK(next.deleted == 3);
   CHECK(topic.Stats().janitor.last_error.empty());
+}
+
+TEST_CASE("a stop requested on the caller's token stops a sweep in flight") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("stop");
+  topic.Register();
+  const std::string table = db.HeadTable("stop");
+  InsertHeadless(db.raw(), table, "a-", 3);
+  TriggerGate gate(db, table, "DELETE");
+  gate.Close();
+
+  // One source for two Janitors' sweeps, as compactiond stops all its runs.
+  std::stop_source shutdown;
+  Janitor janitor(db.client());
+  SweepOptions options;
+  options.batch_size = 1;
+  auto sweep = std::async(std::launch::async, [&] {
+    return janitor.SweepHeadless("stop", options, shutdown.get_token());
+  });
+  REQUIRE(testing::WaitForLockWait(db.raw(), kSweepMarker, db.schema()));
+  const auto started = std::chrono::steady_clock::now();
+  shutdown.request_stop();  // cancels the DELETE waiting on the gate
+  const SweepResult r = sweep.get();
+  CHECK(Elapsed(started) < 5s);
+  gate.Open();
+  CHECK(r.cancelled);
+  CHECK(r.deleted == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + table) == 3);
+  CHECK(topic.Stats().janitor.last_error == "cancelled");
+
+  // A token stopped before the sweep: no batch runs, nothing is deleted.
+  Janitor other(db.client());
+  const SweepResult late =
+      other.SweepHeadless("stop", options, shutdown.get_token());
+  CHECK(late.cancelled);
+  CHECK(late.batches == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + table) == 3);
+  const CompactResult pass =
+      other.CompactLog("stop", options, shutdown.get_token());
+  CHECK(pass.cancelled);
+  CHECK(pass.batches == 0);
+
+  // A token nobody stops changes nothing.
+  std::stop_source idle;
+  CHECK(other.SweepHeadless("stop", options, idle.get_token()).deleted == 3);
 }
 
 TEST_CASE("a paced sweep pauses between full batches and deletes everything") {

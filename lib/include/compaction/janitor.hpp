@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <stop_token>
 #include <string>
 
 #include "compaction/export.hpp"
@@ -111,8 +112,15 @@ class COMPACTION_EXPORT Janitor {
   // sweep that took the claim records its start, finish and rows deleted; a
   // success also sets last_success_at and clears last_error, a cancelled sweep
   // sets last_error to "cancelled".
+  //
+  // A stop requested on `stop` (from any thread) acts as Cancel() for this
+  // sweep: the requesting thread cancels the running statement or ends the
+  // pause. A token already stopped ends the sweep before its first batch,
+  // `cancelled` set. So one std::stop_source can stop every sweep of a
+  // process at shutdown, whichever Janitor runs it.
   SweepResult SweepHeadless(const std::string& topic_name,
-                            const SweepOptions& options = {});
+                            const SweepOptions& options = {},
+                            std::stop_token stop = {});
 
   // The log cleaner: one pass over a topic's log, in batches paced,
   // bounded and cancelled like SweepHeadless (same options, its own claim
@@ -122,9 +130,11 @@ class COMPACTION_EXPORT Janitor {
   // tombstone_retention (deletes the tombstone, turns the key's row
   // headless) under FOR UPDATE SKIP LOCKED, so it never waits on a locked
   // key. A pass costs what it deletes plus what was written since the
-  // cleaner's position, not the log's size. Same errors as SweepHeadless.
+  // cleaner's position, not the log's size. Same errors and `stop` as
+  // SweepHeadless.
   CompactResult CompactLog(const std::string& topic_name,
-                           const SweepOptions& options = {});
+                           const SweepOptions& options = {},
+                           std::stop_token stop = {});
 
   // Stops the sweep in flight: cancels its running statement (PQcancel),
   // whose batch rolls back, or ends its batch_pause, and starts no further
