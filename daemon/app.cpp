@@ -52,13 +52,12 @@ void App::Build() {
   db_ = std::make_unique<Database>(
       io_, *pool_, probe_, ConnectionParams(settings_),
       ClientOptionsFor(settings_),
-      Database::Callbacks{
-          [this] {
-            topics_->Trigger();
-            stats_->RefreshNow();
-            UpdateReady();
-          },
-          [this] { UpdateReady(); }});
+      Database::Callbacks{[this] {
+                            topics_->Trigger();
+                            stats_->RefreshNow();
+                            UpdateReady();
+                          },
+                          [this] { UpdateReady(); }});
   db_->SetBackoff(settings_.reconnect_min, settings_.reconnect_max);
   scheduler_ = std::make_unique<Scheduler>(io_, *pool_, *db_, probe_,
                                            ScheduleSettings::From(settings_));
@@ -249,9 +248,9 @@ HttpResponse App::Handle(const std::string& path) {
   if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
   if (path == "/readyz") {
     if (ready_) return {200, "text/plain; charset=utf-8", "ready\n"};
-    std::string why = stopping_        ? "shutting down"
-                      : !db_->up()     ? "database unreachable"
-                                       : "topics not loaded";
+    std::string why = stopping_    ? "shutting down"
+                      : !db_->up() ? "database unreachable"
+                                   : "topics not loaded";
     return {503, "text/plain; charset=utf-8", "not ready: " + why + "\n"};
   }
   if (path == "/") {

@@ -12,12 +12,11 @@
 #pragma once
 
 #include <atomic>
+#include <compaction/options.hpp>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <compaction/options.hpp>
 
 #include "daemon/asio.hpp"
 #include "daemon/config.hpp"

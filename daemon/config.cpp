@@ -295,8 +295,7 @@ const std::vector<SettingSpec>& SettingTable() {
       Setting("cleaner-min-interval",
               "shortest log cleaner interval of a topic",
               &S::cleaner_min_interval, ToTimer),
-      Setting("cleaner-max-interval",
-              "longest log cleaner interval of a topic",
+      Setting("cleaner-max-interval", "longest log cleaner interval of a topic",
               &S::cleaner_max_interval, ToTimer),
       Setting("cleaner-batch-size", "messages examined per cleaner batch",
               &S::cleaner_batch_size, IntIn(1, 100000)),
@@ -549,9 +548,9 @@ void CheckRelations(const Settings& s, const Values& effective) {
        {std::pair{"batch-pause", s.batch_pause},
         std::pair{"cleaner-batch-pause", s.cleaner_batch_pause}}) {
     if (pause.count() > 0 && pause >= s.claim_ttl) {
-      Invalid(key, effective.at(key),
-              "must be shorter than claim-ttl (" + effective.at("claim-ttl") +
-                  ")");
+      Invalid(
+          key, effective.at(key),
+          "must be shorter than claim-ttl (" + effective.at("claim-ttl") + ")");
     }
   }
 }

@@ -15,6 +15,8 @@
 #pragma once
 
 #include <chrono>
+#include <compaction/janitor.hpp>
+#include <compaction/options.hpp>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -22,9 +24,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <compaction/janitor.hpp>
-#include <compaction/options.hpp>
 
 #include "daemon/log.hpp"
 
@@ -129,8 +128,8 @@ struct Invocation {
   bool print_config = false;
   bool json = false;
   bool once = false;
-  bool roles = false;         // schema install --roles
-  std::string role_prefix;    // schema install --role-prefix; empty: schema
+  bool roles = false;       // schema install --roles
+  std::string role_prefix;  // schema install --role-prefix; empty: schema
   std::optional<Millis> headless_ttl;  // at most kMaxTtl
   // topic register: 0..kMaxTtl or kKeepForever ("keep").
   std::optional<Millis> retention;

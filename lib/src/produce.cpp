@@ -80,8 +80,8 @@ std::string CompactedInsertSql(const ClientCore& core, std::int64_t id) {
          "excluded.compaction_rank, excluded.head_id) > "
          "(h.schema_version, h.compaction_rank, h.head_id) "
          "RETURNING h.head_id) "
-         "SELECT m.id, " + Micros("m.created_at") +
-         ", EXISTS (SELECT 1 FROM h) FROM m";
+         "SELECT m.id, " +
+         Micros("m.created_at") + ", EXISTS (SELECT 1 FROM h) FROM m";
 }
 
 pg::Statement BuildProduce(const ClientCore& core, const TopicInfo& topic,
@@ -111,11 +111,10 @@ ProduceResult Decode(const PGresult* r) {
 // The message as a broken COMMIT looks for it (commit_outcome.hpp).
 WrittenMessage Written(const TopicInfo& topic, const ProduceOptions& options,
                        const ProduceResult& result) {
-  return WrittenMessage{
-      topic.id, result.id, options.message_key,
-      std::chrono::duration_cast<std::chrono::microseconds>(
-          result.created_at.time_since_epoch())
-          .count()};
+  return WrittenMessage{topic.id, result.id, options.message_key,
+                        std::chrono::duration_cast<std::chrono::microseconds>(
+                            result.created_at.time_since_epoch())
+                            .count()};
 }
 
 ProduceResult Run(ClientCore& core, pg::Session s, const TopicInfo& topic,
@@ -131,8 +130,8 @@ ProduceResult Run(ClientCore& core, pg::Session s, const TopicInfo& topic,
 ProduceResult RunCommitted(ClientCore& core, pg::Session s,
                            const TopicInfo& topic, const Outgoing& message,
                            const ProduceOptions& options) {
-  pg::CommittedExec done = pg::ExecCommitted(
-      s, kOp, BuildProduce(core, topic, message, options));
+  pg::CommittedExec done =
+      pg::ExecCommitted(s, kOp, BuildProduce(core, topic, message, options));
   std::optional<ProduceResult> result;
   if (done.rows) result = Decode(done.rows.get());
   if (!done.in_doubt && result) return *result;

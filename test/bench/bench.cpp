@@ -54,7 +54,9 @@ struct Counter {
   std::int64_t value = 0;
 };
 void to_json(nlohmann::json& j, const Counter& c) { j = {{"value", c.value}}; }
-void from_json(const nlohmann::json& j, Counter& c) { j.at("value").get_to(c.value); }
+void from_json(const nlohmann::json& j, Counter& c) {
+  j.at("value").get_to(c.value);
+}
 
 // ---------------------------------------------------------------- options
 struct Options {
@@ -68,29 +70,30 @@ struct Options {
   int topics = 1000;
   std::string pgbench = "/usr/lib/postgresql/15/bin/pgbench";
   std::string scripts;
-  std::set<std::string> only;  // empty: everything
+  std::set<std::string> only;      // empty: everything
   std::set<std::string> variants;  // empty: every variant
-  std::set<std::string> skip;  // sections left out (e.g. the smoke's "log")
+  std::set<std::string> skip;      // sections left out (e.g. the smoke's "log")
   std::string schema;
   int keys = 10000;
   // Log compaction (section "log"; RESULTS.md, run H-log).
-  double log_seconds = 70;          // storage-bound run
-  double log_retention_s = 10;      // its retention
-  int log_rate = 500;               // messages/s per topic in that run
-  int log_keys = 1000;              // keys in that run
-  double log_phase = 5;             // cleaner vs no-cleaner phase length
-  int log_cycles = 4;               // phase pairs per workload
-  int log_threads = 16;             // client threads in those phases
-  long log_removable = 1000000;     // delete-rate data
+  double log_seconds = 70;       // storage-bound run
+  double log_retention_s = 10;   // its retention
+  int log_rate = 500;            // messages/s per topic in that run
+  int log_keys = 1000;           // keys in that run
+  double log_phase = 5;          // cleaner vs no-cleaner phase length
+  int log_cycles = 4;            // phase pairs per workload
+  int log_threads = 16;          // client threads in those phases
+  long log_removable = 1000000;  // delete-rate data
   int log_delete_rounds = 3;
-  double log_delete_cap = 60;       // seconds per cleaner method
+  double log_delete_cap = 60;  // seconds per cleaner method
   std::vector<long> log_heads = {100000, 1000000, 10000000};  // idle-pass sizes
 };
 
 std::vector<int> ParseInts(const std::string& s) {
   std::vector<int> out;
   std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
+  for (std::string item; std::getline(ss, item, ',');)
+    out.push_back(std::stoi(item));
   return out;
 }
 
@@ -115,13 +118,15 @@ class Conn {
     if (PQstatus(c_) != CONNECTION_OK) {
       throw std::runtime_error(std::string("connect: ") + PQerrorMessage(c_));
     }
-    PQsetNoticeProcessor(c_, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        c_, [](void*, const char*) {}, nullptr);
   }
   ~Conn() { PQfinish(c_); }
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
 
-  Res Exec(const std::string& sql, const std::vector<std::string>& params = {}) {
+  Res Exec(const std::string& sql,
+           const std::vector<std::string>& params = {}) {
     std::vector<const char*> p;
     for (auto& s : params) p.push_back(s.c_str());
     Res r(params.empty() ? PQexec(c_, sql.c_str())
@@ -142,11 +147,13 @@ class Conn {
     Check(r.get(), name);
     return r;
   }
-  std::string Value(const std::string& sql, const std::vector<std::string>& params = {}) {
+  std::string Value(const std::string& sql,
+                    const std::vector<std::string>& params = {}) {
     Res r = Exec(sql, params);
     return PQntuples(r.get()) ? PQgetvalue(r.get(), 0, 0) : "";
   }
-  std::int64_t Int(const std::string& sql, const std::vector<std::string>& params = {}) {
+  std::int64_t Int(const std::string& sql,
+                   const std::vector<std::string>& params = {}) {
     return std::stoll(Value(sql, params));
   }
   PGconn* get() { return c_; }
@@ -156,8 +163,8 @@ class Conn {
     const auto st = PQresultStatus(r);
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return;
     const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    throw PgError(state ? state : "", std::string(PQerrorMessage(c_)) + " in: " +
-                                          what.substr(0, 120));
+    throw PgError(state ? state : "", std::string(PQerrorMessage(c_)) +
+                                          " in: " + what.substr(0, 120));
   }
   PGconn* c_;
 };
@@ -170,7 +177,9 @@ Dist Percentiles(std::vector<double> v) {
   Dist d;
   if (v.empty()) return d;
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, (size_t)(q * v.size()))]; };
+  auto at = [&](double q) {
+    return v[std::min(v.size() - 1, (size_t)(q * v.size()))];
+  };
   d.p50 = at(0.50);
   d.p99 = at(0.99);
   double s = 0;
@@ -212,7 +221,8 @@ Cpu ReadCpu(int postmaster) {
       std::vector<std::string> f;
       for (std::string x; ss >> x;) f.push_back(x);
       // fields after the name start at 3 (state); cutime/cstime are 16/17
-      if (f.size() > 14) c.server = (std::stod(f[13]) + std::stod(f[14])) / sysconf(_SC_CLK_TCK);
+      if (f.size() > 14)
+        c.server = (std::stod(f[13]) + std::stod(f[14])) / sysconf(_SC_CLK_TCK);
     }
   }
   return c;
@@ -255,30 +265,38 @@ class Bench {
   // setup
   void Setup();
   std::int64_t TopicId(const std::string& name);
-  std::string Head(const std::string& t) { return q_ + ".compaction_head_" + std::to_string(TopicId(t)); }
-  std::string Msg(const std::string& t) { return q_ + ".message_" + std::to_string(TopicId(t)); }
-  std::string Pkey(const std::string& t) { return "compaction_head_" + std::to_string(TopicId(t)) + "_pkey"; }
+  std::string Head(const std::string& t) {
+    return q_ + ".compaction_head_" + std::to_string(TopicId(t));
+  }
+  std::string Msg(const std::string& t) {
+    return q_ + ".message_" + std::to_string(TopicId(t));
+  }
+  std::string Pkey(const std::string& t) {
+    return "compaction_head_" + std::to_string(TopicId(t)) + "_pkey";
+  }
   void Populate(const std::string& topic, int nkeys);
   void PrintSettings();
 
   // measurement
   TableStats Snapshot();
   void WaitGone(const std::string& app);
-  Cell Measure(const std::string& workload, const std::string& variant, int threads,
-               const std::string& app, const std::function<void(Cell&)>& body,
-               bool vacuum = true);
+  Cell Measure(const std::string& workload, const std::string& variant,
+               int threads, const std::string& app,
+               const std::function<void(Cell&)>& body, bool vacuum = true);
   // `w` is the workload shape; `topic` defaults to the workload's own topic.
   // unnamed: ClientOptions::prepared_statements = false (variant
   // "library-unnamed"); extended: pgbench -M extended ("pgbench-extended").
-  Cell RunLibrary(const std::string& w, int threads, const std::string& topic = "",
-                  bool unnamed = false);
+  Cell RunLibrary(const std::string& w, int threads,
+                  const std::string& topic = "", bool unnamed = false);
   Cell RunPgbench(const std::string& w, int threads, bool extended = false);
-  Cell RunRejected(const std::string& w, const std::string& design, int threads);
+  Cell RunRejected(const std::string& w, const std::string& design,
+                   int threads);
   void ThroughputSection();
   void SqlCheck();
 
   // janitor and stats
-  void InsertHeadless(const std::string& topic, long from, long n, bool expired);
+  void InsertHeadless(const std::string& topic, long from, long n,
+                      bool expired);
   void JanitorSection();
   void StatsSection();
 
@@ -288,7 +306,8 @@ class Bench {
   void LogThroughput();
   void LogDeleteRate();
   void LogIdlePass();
-  std::int64_t RegisterLogTopic(Client& client, const std::string& name, double retention_s);
+  std::int64_t RegisterLogTopic(Client& client, const std::string& name,
+                                double retention_s);
   void ResetCleaner(const std::string& topic);
   void CheckHeads(const std::string& topic, const std::string& when);
   std::string CleanerStatements();
@@ -307,7 +326,8 @@ class Bench {
   std::map<std::string, std::int64_t> topic_ids_;
   std::vector<Cell> cells_;
   std::vector<std::string> settings_;
-  std::vector<std::string> janitor_md_, stats_md_, sqlcheck_md_, log_md_, errors_;
+  std::vector<std::string> janitor_md_, stats_md_, sqlcheck_md_, log_md_,
+      errors_;
   bool pgss_ = false;
   std::uint64_t cell_seq_ = 0;
   int postmaster_ = 0;
@@ -315,7 +335,8 @@ class Bench {
 };
 
 void Bench::Setup() {
-  o_.schema = o_.short_mode ? "bench_smoke_" + std::to_string(getpid()) : "bench";
+  o_.schema =
+      o_.short_mode ? "bench_smoke_" + std::to_string(getpid()) : "bench";
   q_ = "\"" + o_.schema + "\"";
   mon_.Exec("DROP SCHEMA IF EXISTS " + q_ + " CASCADE");
   Client c = Client::Connect("", ClientOptions{o_.schema, 2, "bench-setup"});
@@ -324,8 +345,10 @@ void Bench::Setup() {
     c.Topic<Counter>(t).Register();
   }
   postmaster_ = ParentOf(PQbackendPID(mon_.get()));
-  pgss_ = mon_.Value("SELECT count(*) FROM pg_settings WHERE name = 'shared_preload_libraries' "
-                     "AND setting LIKE '%pg_stat_statements%'") == "1";
+  pgss_ = mon_.Value(
+              "SELECT count(*) FROM pg_settings WHERE name = "
+              "'shared_preload_libraries' "
+              "AND setting LIKE '%pg_stat_statements%'") == "1";
   if (pgss_) mon_.Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
   Populate("inc", o_.keys);
   Populate("read", o_.keys);
@@ -337,8 +360,10 @@ void Bench::Setup() {
   // grows the table, and that cell ran at half speed whichever variant
   // came first (run H).
   mon_.Exec("INSERT INTO " + Head("new") +
-            " (message_key, created_at, updated_at, idle_since) SELECT 'seed-' || i, now(), now(), now() "
-            "FROM generate_series(1, " + std::to_string(o_.keys) + ") i");
+            " (message_key, created_at, updated_at, idle_since) SELECT 'seed-' "
+            "|| i, now(), now(), now() "
+            "FROM generate_series(1, " +
+            std::to_string(o_.keys) + ") i");
   for (const char* t : {"inc", "hot", "new", "read", "produce"}) {
     // Autovacuum off on the measured tables: every cell starts from an
     // explicit VACUUM, so n_dead_tup deltas are the cell's own (net of HOT
@@ -353,32 +378,39 @@ void Bench::Setup() {
 std::int64_t Bench::TopicId(const std::string& name) {
   auto it = topic_ids_.find(name);
   if (it != topic_ids_.end()) return it->second;
-  const std::int64_t id = mon_.Int("SELECT id FROM " + q_ + ".topic WHERE name = $1", {name});
+  const std::int64_t id =
+      mon_.Int("SELECT id FROM " + q_ + ".topic WHERE name = $1", {name});
   topic_ids_[name] = id;
   return id;
 }
 
 void Bench::Populate(const std::string& topic, int nkeys) {
-  mon_.Exec("WITH m AS (INSERT INTO " + Msg(topic) +
-            " (message_key, schema_version, compaction_rank, payload) "
-            "SELECT i::text, 1, 0, '{\"value\": 0}' FROM generate_series(1, " +
-            std::to_string(nkeys) + ") i RETURNING id, message_key) INSERT INTO " +
-            Head(topic) +
-            " (message_key, head_id, schema_version, compaction_rank, created_at, "
-            "updated_at, idle_since) SELECT message_key, id, 1, 0, now(), now(), NULL FROM m");
+  mon_.Exec(
+      "WITH m AS (INSERT INTO " + Msg(topic) +
+      " (message_key, schema_version, compaction_rank, payload) "
+      "SELECT i::text, 1, 0, '{\"value\": 0}' FROM generate_series(1, " +
+      std::to_string(nkeys) + ") i RETURNING id, message_key) INSERT INTO " +
+      Head(topic) +
+      " (message_key, head_id, schema_version, compaction_rank, created_at, "
+      "updated_at, idle_since) SELECT message_key, id, 1, 0, now(), now(), "
+      "NULL FROM m");
 }
 
 void Bench::PrintSettings() {
   Res r = mon_.Exec(
       "SELECT name, setting, coalesce(unit, '') FROM pg_settings WHERE name IN "
       "('server_version', 'shared_buffers', 'fsync', 'synchronous_commit', "
-      "'full_page_writes', 'wal_level', 'max_connections', 'work_mem', 'autovacuum', "
-      "'jit', 'max_wal_size', 'checkpoint_timeout', 'shared_preload_libraries', "
+      "'full_page_writes', 'wal_level', 'max_connections', 'work_mem', "
+      "'autovacuum', "
+      "'jit', 'max_wal_size', 'checkpoint_timeout', "
+      "'shared_preload_libraries', "
       "'random_page_cost', 'effective_cache_size', 'huge_pages', "
-      "'default_transaction_isolation', 'wal_buffers', 'max_worker_processes') ORDER BY name");
+      "'default_transaction_isolation', 'wal_buffers', 'max_worker_processes') "
+      "ORDER BY name");
   for (int i = 0; i < PQntuples(r.get()); ++i) {
     settings_.push_back(std::string(PQgetvalue(r.get(), i, 0)) + " = " +
-                        PQgetvalue(r.get(), i, 1) + " " + PQgetvalue(r.get(), i, 2));
+                        PQgetvalue(r.get(), i, 1) + " " +
+                        PQgetvalue(r.get(), i, 2));
   }
 }
 
@@ -386,7 +418,8 @@ TableStats Bench::Snapshot() {
   Res r = mon_.Exec(
       "SELECT coalesce(sum(n_dead_tup),0), coalesce(sum(n_tup_upd),0), "
       "coalesce(sum(n_tup_hot_upd),0), coalesce(sum(n_tup_ins),0), "
-      "coalesce(sum(n_tup_del),0), pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint "
+      "coalesce(sum(n_tup_del),0), pg_wal_lsn_diff(pg_current_wal_lsn(), "
+      "'0/0')::bigint "
       "FROM pg_stat_user_tables WHERE schemaname = $1",
       {o_.schema});
   TableStats s;
@@ -403,14 +436,17 @@ TableStats Bench::Snapshot() {
 // makes the n_dead_tup / n_tup_* deltas complete.
 void Bench::WaitGone(const std::string& app) {
   for (int i = 0; i < 500; ++i) {
-    if (mon_.Int("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", {app}) == 0) return;
+    if (mon_.Int(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            {app}) == 0)
+      return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 
-Cell Bench::Measure(const std::string& workload, const std::string& variant, int threads,
-                    const std::string& app, const std::function<void(Cell&)>& body,
-                    bool vacuum) {
+Cell Bench::Measure(const std::string& workload, const std::string& variant,
+                    int threads, const std::string& app,
+                    const std::function<void(Cell&)>& body, bool vacuum) {
   Cell cell;
   cell.workload = workload;
   cell.variant = variant;
@@ -441,14 +477,17 @@ Cell Bench::Measure(const std::string& workload, const std::string& variant, int
   cell.delta.wal = after.wal - before.wal;
   if (cell.errors) {
     total_errors_ += cell.errors;
-    errors_.push_back(workload + "/" + variant + "/" + std::to_string(threads) + ": " +
-                      std::to_string(cell.errors) + " errors; " + cell.note);
+    errors_.push_back(workload + "/" + variant + "/" + std::to_string(threads) +
+                      ": " + std::to_string(cell.errors) + " errors; " +
+                      cell.note);
   }
-  std::fprintf(stderr, "  %-8s %-10s %2d thr: %8.0f tx/s p50 %7.0f us p99 %7.0f us retries %lld%s\n",
+  std::fprintf(stderr,
+               "  %-8s %-10s %2d thr: %8.0f tx/s p50 %7.0f us p99 %7.0f us "
+               "retries %lld%s\n",
                workload.c_str(), variant.c_str(), threads,
-               cell.seconds > 0 ? cell.tx / cell.seconds : 0.0, Percentiles(cell.lat_us).p50,
-               Percentiles(cell.lat_us).p99, (long long)cell.retries,
-               cell.errors ? " ERRORS" : "");
+               cell.seconds > 0 ? cell.tx / cell.seconds : 0.0,
+               Percentiles(cell.lat_us).p50, Percentiles(cell.lat_us).p99,
+               (long long)cell.retries, cell.errors ? " ERRORS" : "");
   return cell;
 }
 
@@ -456,8 +495,10 @@ template <class Init, class Step>
 void Bench::Workers(Cell& cell, int threads, Init&& init, Step&& step) {
   std::vector<std::thread> pool;
   std::vector<std::vector<double>> lat(threads);
-  std::vector<std::int64_t> retries(threads, 0), errors(threads, 0), warm(threads, 0);
-  const std::uint64_t seed = 0x5eed + 1000003ULL * ++cell_seq_ + (std::uint64_t)getpid() * 31;
+  std::vector<std::int64_t> retries(threads, 0), errors(threads, 0),
+      warm(threads, 0);
+  const std::uint64_t seed =
+      0x5eed + 1000003ULL * ++cell_seq_ + (std::uint64_t)getpid() * 31;
   std::mutex gate_mutex;
   std::condition_variable gate;
   int ready = 0;  // under gate_mutex
@@ -501,7 +542,9 @@ void Bench::Workers(Cell& cell, int threads, Init&& init, Step&& step) {
           cell.note = e.what();
           continue;
         }
-        lat[t].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        lat[t].push_back(
+            std::chrono::duration<double, std::micro>(Clock::now() - t0)
+                .count());
       }
     });
   }
@@ -527,24 +570,29 @@ void Bench::Workers(Cell& cell, int threads, Init&& init, Step&& step) {
 
 std::string KeyFor(const std::string& w, std::mt19937_64& rng, int keys) {
   if (w == "hot") return "1";
-  if (w == "new") return std::to_string(std::uniform_int_distribution<std::int64_t>(1, 1000000000000000LL)(rng));
+  if (w == "new")
+    return std::to_string(std::uniform_int_distribution<std::int64_t>(
+        1, 1000000000000000LL)(rng));
   return std::to_string(std::uniform_int_distribution<int>(1, keys)(rng));
 }
 
 // The library, used the way an application would.
-Cell Bench::RunLibrary(const std::string& w, int threads, const std::string& topic_name,
-                        bool unnamed) {
+Cell Bench::RunLibrary(const std::string& w, int threads,
+                       const std::string& topic_name, bool unnamed) {
   const std::string app = "bench-lib";
   const std::string tn = topic_name.empty() ? w : topic_name;
-  return Measure(tn, unnamed ? "library-unnamed" : "library", threads, app, [&](Cell& cell) {
-    ClientOptions options{o_.schema, threads, app};
-    options.prepared_statements = !unnamed;
-    Client client = Client::Connect("", options);
-    auto topic = client.Topic<Counter>(tn);
-    auto producer = topic.RegisterProducer();
-    const int keys = o_.keys;
-    struct S {};
-    Workers(cell, threads, [](int) { return std::make_unique<S>(); },
+  return Measure(
+      tn, unnamed ? "library-unnamed" : "library", threads, app,
+      [&](Cell& cell) {
+        ClientOptions options{o_.schema, threads, app};
+        options.prepared_statements = !unnamed;
+        Client client = Client::Connect("", options);
+        auto topic = client.Topic<Counter>(tn);
+        auto producer = topic.RegisterProducer();
+        const int keys = o_.keys;
+        struct S {};
+        Workers(
+            cell, threads, [](int) { return std::make_unique<S>(); },
             [&](S&, std::mt19937_64& rng, std::int64_t& retries) {
               const std::string key = KeyFor(w, rng, keys);
               if (w == "inc" || w == "hot") {
@@ -553,7 +601,8 @@ Cell Bench::RunLibrary(const std::string& w, int threads, const std::string& top
                     client.InTransaction([&](Tx& tx) {
                       auto head = topic.Key(key).LockCompactionHead(tx);
                       Counter next{head ? head->message.value + 1 : 1};
-                      producer.ProduceInTx(tx, next, ProduceOptions{key, CompactionOptions{0}});
+                      producer.ProduceInTx(
+                          tx, next, ProduceOptions{key, CompactionOptions{0}});
                     });
                     return;
                   } catch (const compaction::RetryableError&) {
@@ -561,14 +610,18 @@ Cell Bench::RunLibrary(const std::string& w, int threads, const std::string& top
                   }
                 }
               } else if (w == "new") {
-                client.InTransaction([&](Tx& tx) { topic.Key(key).LockCompactionHead(tx); });
+                client.InTransaction(
+                    [&](Tx& tx) { topic.Key(key).LockCompactionHead(tx); });
               } else if (w == "read") {
-                if (!topic.Key(key).CompactionHead()) throw std::runtime_error("read: no head");
+                if (!topic.Key(key).CompactionHead())
+                  throw std::runtime_error("read: no head");
               } else if (w == "produce") {
-                producer.Produce(Counter{1}, ProduceOptions{key, CompactionOptions{0}});
+                producer.Produce(Counter{1},
+                                 ProduceOptions{key, CompactionOptions{0}});
               }
             });
-  }, topic_name.empty());
+      },
+      topic_name.empty());
 }
 
 std::string Slurp(const fs::path& p) {
@@ -578,8 +631,10 @@ std::string Slurp(const fs::path& p) {
   return ss.str();
 }
 
-std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+std::string ReplaceAll(std::string s, const std::string& from,
+                       const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos;
+       at = s.find(from, at + to.size())) {
     s.replace(at, from.size(), to);
   }
   return s;
@@ -595,92 +650,133 @@ Cell Bench::RunPgbench(const std::string& w, int threads, bool extended) {
     s = ReplaceAll(s, "{head}", Head(w));
     s = ReplaceAll(s, "{message}", Msg(w));
     s = ReplaceAll(s, "{pkey}", Pkey(w));
-    const fs::path out = fs::path(o_.out) / "pgbench" / (w + "_" + name + ".sql");
+    const fs::path out =
+        fs::path(o_.out) / "pgbench" / (w + "_" + name + ".sql");
     fs::create_directories(out.parent_path());
     std::ofstream(out) << s;
     return out.string();
   };
   std::string files = "-f " + render(script);
-  return Measure(w, extended ? "pgbench-extended" : "pgbench", threads, app, [&](Cell& cell) {
-    const fs::path logdir = fs::path(o_.out) / "pgbench" / "log";
-    fs::remove_all(logdir);
-    fs::create_directories(logdir);
-    const std::string cmd =
-        "PGAPPNAME=" + app + " " + o_.pgbench + " -n -M " + (extended ? "extended" : "prepared") + " -c " + std::to_string(threads) +
-        " -j " + std::to_string(threads) + " -T " +
-        std::to_string(std::max(1, (int)std::lround(o_.duration))) +
-        " -D topic=" + w + " -D sv=1 -D rank=0 -D 'payload={\"value\": 1}' -D nkeys=" +
-        std::to_string(w == "hot" ? 1 : o_.keys) + " -l --log-prefix=" + (logdir / "tx").string() +
-        " " + files + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    const int rc = pclose(p);
-    std::smatch m;
-    double tps = 0;
-    if (std::regex_search(out, m, std::regex(R"(tps = ([0-9.]+) \(without initial connection time\))"))) tps = std::stod(m[1]);
-    if (std::regex_search(out, m, std::regex(R"(number of transactions actually processed: ([0-9]+))"))) cell.tx = std::stoll(m[1]);
-    if (std::regex_search(out, m, std::regex(R"(number of failed transactions: ([0-9]+))"))) cell.errors += std::stoll(m[1]);
-    cell.seconds = tps > 0 ? cell.tx / tps : o_.duration;
-    if (rc != 0 || tps == 0) {
-      ++cell.errors;
-      cell.note = "pgbench failed: " + out.substr(0, 600);
-    }
-    for (auto& f : fs::directory_iterator(logdir)) {
-      std::ifstream in(f.path());
-      long client, txno, script_no, epoch, us;
-      double lat;
-      while (in >> client >> txno >> lat >> script_no >> epoch >> us) cell.lat_us.push_back(lat);
-    }
-    fs::remove_all(logdir);  // per-transaction logs are large; the cell keeps the latencies
-  });
+  return Measure(
+      w, extended ? "pgbench-extended" : "pgbench", threads, app,
+      [&](Cell& cell) {
+        const fs::path logdir = fs::path(o_.out) / "pgbench" / "log";
+        fs::remove_all(logdir);
+        fs::create_directories(logdir);
+        const std::string cmd =
+            "PGAPPNAME=" + app + " " + o_.pgbench + " -n -M " +
+            (extended ? "extended" : "prepared") + " -c " +
+            std::to_string(threads) + " -j " + std::to_string(threads) +
+            " -T " +
+            std::to_string(std::max(1, (int)std::lround(o_.duration))) +
+            " -D topic=" + w +
+            " -D sv=1 -D rank=0 -D 'payload={\"value\": 1}' -D nkeys=" +
+            std::to_string(w == "hot" ? 1 : o_.keys) +
+            " -l --log-prefix=" + (logdir / "tx").string() + " " + files +
+            " 2>&1";
+        FILE* p = popen(cmd.c_str(), "r");
+        std::string out;
+        char buf[4096];
+        while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+        const int rc = pclose(p);
+        std::smatch m;
+        double tps = 0;
+        if (std::regex_search(
+                out, m,
+                std::regex(
+                    R"(tps = ([0-9.]+) \(without initial connection time\))")))
+          tps = std::stod(m[1]);
+        if (std::regex_search(
+                out, m,
+                std::regex(
+                    R"(number of transactions actually processed: ([0-9]+))")))
+          cell.tx = std::stoll(m[1]);
+        if (std::regex_search(
+                out, m,
+                std::regex(R"(number of failed transactions: ([0-9]+))")))
+          cell.errors += std::stoll(m[1]);
+        cell.seconds = tps > 0 ? cell.tx / tps : o_.duration;
+        if (rc != 0 || tps == 0) {
+          ++cell.errors;
+          cell.note = "pgbench failed: " + out.substr(0, 600);
+        }
+        for (auto& f : fs::directory_iterator(logdir)) {
+          std::ifstream in(f.path());
+          long client, txno, script_no, epoch, us;
+          double lat;
+          while (in >> client >> txno >> lat >> script_no >> epoch >> us)
+            cell.lat_us.push_back(lat);
+        }
+        fs::remove_all(logdir);  // per-transaction logs are large; the cell
+                                 // keeps the latencies
+      });
 }
 
 // The rejected designs, written here the way an application would.
-Cell Bench::RunRejected(const std::string& w, const std::string& design, int threads) {
+Cell Bench::RunRejected(const std::string& w, const std::string& design,
+                        int threads) {
   const std::string app = "bench-" + design;
   const std::string head = Head(w), msg = Msg(w), pkey = Pkey(w);
   const std::string cols =
       "m.id, m.message_key, m.schema_version, m.compaction_rank, "
       "(extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text";
-  const std::string resolve = "SELECT t.id, t.name, t.headless_ttl_ms, v.version FROM " + q_ +
-                              ".topic t LEFT JOIN " + q_ +
-                              ".schema_version v ON v.topic_id = t.id WHERE t.name = $1";
-  const std::string read = "SELECT h.head_id, " + cols + " FROM " + head + " h LEFT JOIN " + msg +
+  const std::string resolve =
+      "SELECT t.id, t.name, t.headless_ttl_ms, v.version FROM " + q_ +
+      ".topic t LEFT JOIN " + q_ +
+      ".schema_version v ON v.topic_id = t.id WHERE t.name = $1";
+  const std::string read = "SELECT h.head_id, " + cols + " FROM " + head +
+                           " h LEFT JOIN " + msg +
                            " m ON m.id = h.head_id WHERE h.message_key = $1";
-  const std::string by_id = "SELECT " + cols + " FROM " + msg + " m WHERE m.id = $1";
+  const std::string by_id =
+      "SELECT " + cols + " FROM " + msg + " m WHERE m.id = $1";
   const std::string produce =
       "WITH m AS (INSERT INTO " + msg +
-      " (message_key, schema_version, compaction_rank, payload) VALUES ($1, $2, $4, $3::jsonb) "
-      "RETURNING id, created_at), h AS (INSERT INTO " + head +
-      " AS h (message_key, head_id, schema_version, compaction_rank, created_at, updated_at, "
-      "idle_since) SELECT $1, m.id, $2, $4, statement_timestamp(), statement_timestamp(), NULL "
-      "FROM m ON CONFLICT ON CONSTRAINT " + pkey +
-      " DO UPDATE SET head_id = excluded.head_id, schema_version = excluded.schema_version, "
-      "compaction_rank = excluded.compaction_rank, updated_at = excluded.updated_at, "
+      " (message_key, schema_version, compaction_rank, payload) VALUES ($1, "
+      "$2, $4, $3::jsonb) "
+      "RETURNING id, created_at), h AS (INSERT INTO " +
+      head +
+      " AS h (message_key, head_id, schema_version, compaction_rank, "
+      "created_at, updated_at, "
+      "idle_since) SELECT $1, m.id, $2, $4, statement_timestamp(), "
+      "statement_timestamp(), NULL "
+      "FROM m ON CONFLICT ON CONSTRAINT " +
+      pkey +
+      " DO UPDATE SET head_id = excluded.head_id, schema_version = "
+      "excluded.schema_version, "
+      "compaction_rank = excluded.compaction_rank, updated_at = "
+      "excluded.updated_at, "
       "idle_since = NULL WHERE h.head_id IS NULL OR (excluded.schema_version, "
-      "excluded.compaction_rank, excluded.head_id) > (h.schema_version, h.compaction_rank, "
-      "h.head_id) RETURNING h.head_id) SELECT m.id, EXISTS (SELECT 1 FROM h) FROM m";
+      "excluded.compaction_rank, excluded.head_id) > (h.schema_version, "
+      "h.compaction_rank, "
+      "h.head_id) RETURNING h.head_id) SELECT m.id, EXISTS (SELECT 1 FROM h) "
+      "FROM m";
   // Conditional write: the head moves only if it is still the version read.
   const std::string cond =
       "WITH m AS (INSERT INTO " + msg +
-      " (message_key, schema_version, compaction_rank, payload) VALUES ($1, $2, $4, $3::jsonb) "
-      "RETURNING id), h AS (UPDATE " + head +
+      " (message_key, schema_version, compaction_rank, payload) VALUES ($1, "
+      "$2, $4, $3::jsonb) "
+      "RETURNING id), h AS (UPDATE " +
+      head +
       " h SET head_id = m.id, schema_version = $2, compaction_rank = $4, "
-      "updated_at = statement_timestamp(), idle_since = NULL FROM m WHERE h.message_key = $1 "
-      "AND h.head_id = $5 RETURNING h.head_id) SELECT m.id, EXISTS (SELECT 1 FROM h) FROM m";
+      "updated_at = statement_timestamp(), idle_since = NULL FROM m WHERE "
+      "h.message_key = $1 "
+      "AND h.head_id = $5 RETURNING h.head_id) SELECT m.id, EXISTS (SELECT 1 "
+      "FROM h) FROM m";
   // Ensure-and-lock in one statement: ON CONFLICT DO UPDATE locks the row but
   // writes a new row version every time.
   const std::string upsert_lock =
       "WITH h AS (INSERT INTO " + head +
       " AS h (message_key, created_at, updated_at, idle_since) VALUES ($1, "
-      "statement_timestamp(), statement_timestamp(), statement_timestamp()) ON CONFLICT ON "
-      "CONSTRAINT " + pkey +
-      " DO UPDATE SET updated_at = CASE WHEN h.head_id IS NULL THEN excluded.updated_at ELSE "
-      "h.updated_at END, idle_since = CASE WHEN h.head_id IS NULL THEN excluded.idle_since "
-      "ELSE NULL END RETURNING h.head_id) SELECT h.head_id, " + cols +
-      " FROM h LEFT JOIN " + msg + " m ON m.id = h.head_id";
+      "statement_timestamp(), statement_timestamp(), statement_timestamp()) ON "
+      "CONFLICT ON "
+      "CONSTRAINT " +
+      pkey +
+      " DO UPDATE SET updated_at = CASE WHEN h.head_id IS NULL THEN "
+      "excluded.updated_at ELSE "
+      "h.updated_at END, idle_since = CASE WHEN h.head_id IS NULL THEN "
+      "excluded.idle_since "
+      "ELSE NULL END RETURNING h.head_id) SELECT h.head_id, " +
+      cols + " FROM h LEFT JOIN " + msg + " m ON m.id = h.head_id";
   return Measure(w, design, threads, app, [&](Cell& cell) {
     const int keys = o_.keys;
     Workers(
@@ -693,18 +789,23 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design, int thr
           c->Prepare("produce", produce);
           c->Prepare("cond", cond);
           c->Prepare("upsert_lock", upsert_lock);
-          c->Prepare("adv", "SELECT pg_advisory_xact_lock($1::int, hashtext($2))");
+          c->Prepare("adv",
+                     "SELECT pg_advisory_xact_lock($1::int, hashtext($2))");
           return c;
         },
         [&](Conn& c, std::mt19937_64& rng, std::int64_t& retries) {
           const std::string key = KeyFor(w, rng, keys);
           auto value_of = [&](PGresult* r, int col) -> std::int64_t {
             if (PQgetisnull(r, 0, col)) return 0;
-            return nlohmann::json::parse(PQgetvalue(r, 0, col)).at("value").get<std::int64_t>();
+            return nlohmann::json::parse(PQgetvalue(r, 0, col))
+                .at("value")
+                .get<std::int64_t>();
           };
           for (;;) {
             try {
-              c.Exec(design == "serializable" ? "BEGIN ISOLATION LEVEL SERIALIZABLE" : "BEGIN");
+              c.Exec(design == "serializable"
+                         ? "BEGIN ISOLATION LEVEL SERIALIZABLE"
+                         : "BEGIN");
               Res t = c.Run("resolve", {w});
               const std::string tid = PQgetvalue(t.get(), 0, 0);
               std::int64_t value = 0;
@@ -723,7 +824,8 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design, int thr
                 Res h = c.Run("upsert_lock", {key});
                 if (!PQgetisnull(h.get(), 0, 0)) {
                   if (!PQgetisnull(h.get(), 0, 1) &&
-                      std::string(PQgetvalue(h.get(), 0, 0)) == PQgetvalue(h.get(), 0, 1)) {
+                      std::string(PQgetvalue(h.get(), 0, 0)) ==
+                          PQgetvalue(h.get(), 0, 1)) {
                     value = value_of(h.get(), 6);
                   } else {  // waited: the head moved after our snapshot
                     Res m = c.Run("by_id", {PQgetvalue(h.get(), 0, 0)});
@@ -731,7 +833,8 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design, int thr
                   }
                 }
               }
-              const std::string payload = nlohmann::json{{"value", value + 1}}.dump();
+              const std::string payload =
+                  nlohmann::json{{"value", value + 1}}.dump();
               if (design == "conditional") {
                 Res r = c.Run("cond", {key, "1", payload, "0", expected});
                 if (std::string(PQgetvalue(r.get(), 0, 1)) != "t") {
@@ -745,7 +848,8 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design, int thr
               c.Exec("COMMIT");
               return;
             } catch (const PgError& e) {
-              if (PQtransactionStatus(c.get()) != PQTRANS_IDLE) Res(PQexec(c.get(), "ROLLBACK"));
+              if (PQtransactionStatus(c.get()) != PQTRANS_IDLE)
+                Res(PQexec(c.get(), "ROLLBACK"));
               if (e.sqlstate == "40001" || e.sqlstate == "40P01") {
                 ++retries;
                 continue;
@@ -759,7 +863,8 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design, int thr
 
 void Bench::ThroughputSection() {
   std::vector<std::string> workloads = {"inc", "hot", "new", "read", "produce"};
-  const std::vector<std::string> rejected = {"advisory", "serializable", "conditional", "upsert-lock"};
+  const std::vector<std::string> rejected = {"advisory", "serializable",
+                                             "conditional", "upsert-lock"};
   for (const auto& w : workloads) {
     if (!o_.only.empty() && !o_.only.count(w)) continue;
     std::fprintf(stderr, "workload %s\n", w.c_str());
@@ -770,17 +875,23 @@ void Bench::ThroughputSection() {
         for (const char* v : {"library-unnamed", "pgbench-extended"}) {
           if (o_.variants.count(v)) order.push_back(v);
         }
-        if (w == "inc" || w == "hot") order.insert(order.end(), rejected.begin(), rejected.end());
+        if (w == "inc" || w == "hot")
+          order.insert(order.end(), rejected.begin(), rejected.end());
         // Alternate: the library runs first in even rounds, last in odd ones.
         if (round % 2 == 1) std::reverse(order.begin(), order.end());
         for (const auto& v : order) {
           if (!o_.variants.empty() && !o_.variants.count(v)) continue;
           Cell c;
-          if (v == "library") c = RunLibrary(w, threads);
-          else if (v == "library-unnamed") c = RunLibrary(w, threads, "", true);
-          else if (v == "pgbench") c = RunPgbench(w, threads);
-          else if (v == "pgbench-extended") c = RunPgbench(w, threads, true);
-          else c = RunRejected(w, v, threads);
+          if (v == "library")
+            c = RunLibrary(w, threads);
+          else if (v == "library-unnamed")
+            c = RunLibrary(w, threads, "", true);
+          else if (v == "pgbench")
+            c = RunPgbench(w, threads);
+          else if (v == "pgbench-extended")
+            c = RunPgbench(w, threads, true);
+          else
+            c = RunRejected(w, v, threads);
           c.round = round;
           cells_.push_back(std::move(c));
         }
@@ -794,25 +905,35 @@ void Bench::ThroughputSection() {
 // (parameter numbers and transaction control aside).
 void Bench::SqlCheck() {
   if (!pgss_) {
-    sqlcheck_md_.push_back("pg_stat_statements is not preloaded on this server: SQL identity check skipped.");
+    sqlcheck_md_.push_back(
+        "pg_stat_statements is not preloaded on this server: SQL identity "
+        "check skipped.");
     return;
   }
   const double saved = o_.duration;
   o_.duration = 0.5;
   auto texts = [&]() {
     std::map<std::string, std::int64_t> out;
-    Res r = mon_.Exec("SELECT query, calls FROM pg_stat_statements WHERE query LIKE '%' || $1 || '%' "
-                      "AND query NOT LIKE '%pg_stat_%' AND query NOT LIKE 'VACUUM%'", {q_});
+    Res r = mon_.Exec(
+        "SELECT query, calls FROM pg_stat_statements WHERE query LIKE '%' || "
+        "$1 || '%' "
+        "AND query NOT LIKE '%pg_stat_%' AND query NOT LIKE 'VACUUM%'",
+        {q_});
     for (int i = 0; i < PQntuples(r.get()); ++i) {
-      std::string s = std::regex_replace(std::string(PQgetvalue(r.get(), i, 0)), std::regex(R"(\$[0-9]+)"), "$?");
-      s = std::regex_replace(s, std::regex(R"(/\*[^*]*\*/)"), "");  // marker comments
+      std::string s = std::regex_replace(std::string(PQgetvalue(r.get(), i, 0)),
+                                         std::regex(R"(\$[0-9]+)"), "$?");
+      s = std::regex_replace(s, std::regex(R"(/\*[^*]*\*/)"),
+                             "");  // marker comments
       s = std::regex_replace(s, std::regex(R"(\s+)"), " ");
       s = std::regex_replace(s, std::regex(R"(^ | $)"), "");
       out[s] += std::stoll(PQgetvalue(r.get(), i, 1));
     }
     return out;
   };
-  sqlcheck_md_.push_back("| workload | statements per tx (library) | statements per tx (pgbench) | identical | library calls of its most frequent statement | library statements run once per client/connection only |");
+  sqlcheck_md_.push_back(
+      "| workload | statements per tx (library) | statements per tx (pgbench) "
+      "| identical | library calls of its most frequent statement | library "
+      "statements run once per client/connection only |");
   sqlcheck_md_.push_back("|---|---|---|---|---|---|");
   for (const std::string w : {"inc", "new", "read", "produce"}) {
     mon_.Exec("SELECT pg_stat_statements_reset()");
@@ -825,13 +946,17 @@ void Bench::SqlCheck() {
     // check of Client::Connect, the first topic resolution that fills the
     // cache) are not part of the transaction shape: compare the statements
     // that run at least once per 20 transactions.
-    auto per_tx = [](const std::map<std::string, std::int64_t>& m, std::set<std::string>& out,
+    auto per_tx = [](const std::map<std::string, std::int64_t>& m,
+                     std::set<std::string>& out,
                      std::vector<std::string>& setup) {
       std::int64_t top = 0;
       for (auto& [k, v] : m) top = std::max(top, v);
       for (auto& [k, v] : m) {
-        if (v * 20 >= top) out.insert(k);
-        else setup.push_back(k.substr(0, 90) + " (" + std::to_string(v) + " calls)");
+        if (v * 20 >= top)
+          out.insert(k);
+        else
+          setup.push_back(k.substr(0, 90) + " (" + std::to_string(v) +
+                          " calls)");
       }
       return top;
     };
@@ -842,13 +967,23 @@ void Bench::SqlCheck() {
     const bool same = a == b;
     std::string setup;
     for (auto& x : setup_a) setup += (setup.empty() ? "" : "; ") + x;
-    sqlcheck_md_.push_back("| " + w + " | " + std::to_string(a.size()) + " | " + std::to_string(b.size()) +
-                           " | " + (same ? "yes" : "**NO**") + " | " + std::to_string(top_a) + " | " +
+    sqlcheck_md_.push_back("| " + w + " | " + std::to_string(a.size()) + " | " +
+                           std::to_string(b.size()) + " | " +
+                           (same ? "yes" : "**NO**") + " | " +
+                           std::to_string(top_a) + " | " +
                            (setup.empty() ? "-" : "`" + setup + "`") + " |");
     if (!same) {
-      errors_.push_back("SQL check " + w + ": the pgbench script no longer matches the library's SQL");
-      for (auto& s : a) if (!b.count(s)) sqlcheck_md_.push_back("|  | only library: `" + s.substr(0, 200) + "` | | | | |");
-      for (auto& s : b) if (!a.count(s)) sqlcheck_md_.push_back("|  | | only pgbench: `" + s.substr(0, 200) + "` | | | |");
+      errors_.push_back(
+          "SQL check " + w +
+          ": the pgbench script no longer matches the library's SQL");
+      for (auto& s : a)
+        if (!b.count(s))
+          sqlcheck_md_.push_back("|  | only library: `" + s.substr(0, 200) +
+                                 "` | | | | |");
+      for (auto& s : b)
+        if (!a.count(s))
+          sqlcheck_md_.push_back("|  | | only pgbench: `" + s.substr(0, 200) +
+                                 "` | | | |");
     }
   }
   o_.duration = saved;
@@ -856,15 +991,20 @@ void Bench::SqlCheck() {
 }
 
 // ---------------------------------------------------------------- janitor
-void Bench::InsertHeadless(const std::string& topic, long from, long n, bool expired) {
+void Bench::InsertHeadless(const std::string& topic, long from, long n,
+                           bool expired) {
   // Spread idle_since over ten minutes in random order, as keys locked at
   // different times would be.
   mon_.Exec("SELECT setseed(0.5)");
   mon_.Exec("INSERT INTO " + Head(topic) +
-            " (message_key, created_at, updated_at, idle_since) SELECT 'h' || i, t, t, t FROM "
-            "generate_series(" + std::to_string(from) + ", " + std::to_string(from + n - 1) +
-            ") i, LATERAL (SELECT now() - interval '" + (expired ? "1 hour" : "0 s") +
-            "' - random() * interval '10 minutes' + (i * 0) * interval '1 s' AS t) x");
+            " (message_key, created_at, updated_at, idle_since) SELECT 'h' || "
+            "i, t, t, t FROM "
+            "generate_series(" +
+            std::to_string(from) + ", " + std::to_string(from + n - 1) +
+            ") i, LATERAL (SELECT now() - interval '" +
+            (expired ? "1 hour" : "0 s") +
+            "' - random() * interval '10 minutes' + (i * 0) * interval '1 s' "
+            "AS t) x");
 }
 
 std::string Fmt(double v, int prec = 0) {
@@ -875,16 +1015,21 @@ std::string Fmt(double v, int prec = 0) {
 
 void Bench::JanitorSection() {
   const std::string topic = "jan";
-  Client client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-janitor"});
+  Client client =
+      Client::Connect("", ClientOptions{o_.schema, 2, "bench-janitor"});
   compaction::TopicConfig config;
   config.headless_ttl = std::chrono::minutes(1);
   client.Topic<Counter>(topic).Register(config);
   const long n = o_.janitor_rows;
-  janitor_md_.push_back("Sweep of " + std::to_string(n) +
-                        " expired headless rows (idle_since spread over 10 minutes, random heap order, "
-                        "table VACUUM ANALYZEd after loading, as autovacuum would):");
+  janitor_md_.push_back(
+      "Sweep of " + std::to_string(n) +
+      " expired headless rows (idle_since spread over 10 minutes, random heap "
+      "order, "
+      "table VACUUM ANALYZEd after loading, as autovacuum would):");
   janitor_md_.push_back("");
-  janitor_md_.push_back("| method | rows | seconds | rows/s | ratio to unbounded DELETE | batches | WAL bytes/row |");
+  janitor_md_.push_back(
+      "| method | rows | seconds | rows/s | ratio to unbounded DELETE | "
+      "batches | WAL bytes/row |");
   janitor_md_.push_back("|---|---|---|---|---|---|---|");
   double unbounded_rate = 0;
   std::vector<int> batches = {0, 10000, 1000, 100};  // 0 = one unbounded DELETE
@@ -893,16 +1038,20 @@ void Bench::JanitorSection() {
     const auto l0 = Clock::now();
     InsertHeadless(topic, 1, n, true);
     mon_.Exec("VACUUM ANALYZE " + Head(topic));
-    const double load_s = std::chrono::duration<double>(Clock::now() - l0).count();
+    const double load_s =
+        std::chrono::duration<double>(Clock::now() - l0).count();
     const std::int64_t wal0 = Snapshot().wal;
     const auto t0 = Clock::now();
     std::int64_t deleted = 0;
     int nb = 0;
     bool capped = false;
     if (b == 0) {
-      Res r = mon_.Exec("DELETE FROM " + Head(topic) +
-                        " WHERE head_id IS NULL AND updated_at < now() - (SELECT headless_ttl_ms FROM " +
-                        q_ + ".topic WHERE name = $1) * interval '1 millisecond'", {topic});
+      Res r = mon_.Exec(
+          "DELETE FROM " + Head(topic) +
+              " WHERE head_id IS NULL AND updated_at < now() - (SELECT "
+              "headless_ttl_ms FROM " +
+              q_ + ".topic WHERE name = $1) * interval '1 millisecond'",
+          {topic});
       deleted = std::stoll(PQcmdTuples(r.get()));
       nb = 1;
     } else {
@@ -919,7 +1068,9 @@ void Bench::JanitorSection() {
         deleted += r.deleted;
         nb += r.batches;
         if (r.deleted == 0) break;
-        if (deleted < n && std::chrono::duration<double>(Clock::now() - t0).count() > o_.janitor_cap) {
+        if (deleted < n &&
+            std::chrono::duration<double>(Clock::now() - t0).count() >
+                o_.janitor_cap) {
           capped = true;
           break;
         }
@@ -929,13 +1080,23 @@ void Bench::JanitorSection() {
     const std::int64_t wal = Snapshot().wal - wal0;
     const double rate = deleted / s;
     if (b == 0) unbounded_rate = rate;
-    if (deleted != n && !capped) errors_.push_back("janitor batch " + std::to_string(b) + " deleted " + std::to_string(deleted) + " of " + std::to_string(n));
-    janitor_md_.push_back("| " + (b == 0 ? std::string("one unbounded DELETE") : "SweepHeadless batch " + std::to_string(b)) +
-                          " | " + std::to_string(deleted) + (capped ? " (time cap: stopped)" : "") + " | " + Fmt(s, 2) + " | " + Fmt(rate) + " | " +
-                          Fmt(unbounded_rate > 0 ? rate / unbounded_rate : 0, 2) + " | " + std::to_string(nb) +
-                          " | " + Fmt((double)wal / std::max<std::int64_t>(deleted, 1), 1) + " |");
-    std::fprintf(stderr, "  janitor batch %d: %lld rows in %.2f s (%.0f rows/s; load %.1f s)\n", b,
-                 (long long)deleted, s, rate, load_s);
+    if (deleted != n && !capped)
+      errors_.push_back("janitor batch " + std::to_string(b) + " deleted " +
+                        std::to_string(deleted) + " of " + std::to_string(n));
+    janitor_md_.push_back(
+        "| " +
+        (b == 0 ? std::string("one unbounded DELETE")
+                : "SweepHeadless batch " + std::to_string(b)) +
+        " | " + std::to_string(deleted) +
+        (capped ? " (time cap: stopped)" : "") + " | " + Fmt(s, 2) + " | " +
+        Fmt(rate) + " | " +
+        Fmt(unbounded_rate > 0 ? rate / unbounded_rate : 0, 2) + " | " +
+        std::to_string(nb) + " | " +
+        Fmt((double)wal / std::max<std::int64_t>(deleted, 1), 1) + " |");
+    std::fprintf(
+        stderr,
+        "  janitor batch %d: %lld rows in %.2f s (%.0f rows/s; load %.1f s)\n",
+        b, (long long)deleted, s, rate, load_s);
   }
 
   // Lockers on live keys with and without a concurrent sweep.
@@ -945,16 +1106,25 @@ void Bench::JanitorSection() {
   mon_.Exec("VACUUM ANALYZE " + Head(topic));
   const int threads = o_.short_mode ? 4 : 16;
   janitor_md_.push_back("");
-  janitor_md_.push_back("Lockers: " + std::to_string(threads) +
-                        " threads, LockCompactionHead + ProduceInTx + commit on " + std::to_string(o_.keys) +
-                        " live (materialized) keys of the same topic, " + Fmt(o_.duration, 1) +
-                        " s per phase, phases alternating; during a sweep phase SweepHeadless(batch 1000) runs "
-                        "in a loop on the same table, unpaced (batch_pause 0, the library default), paced by a "
-                        "fixed batch_pause of 10 ms, or by a duty_cycle on top of it (the pause after each batch at "
-                        "least its duration x (1 - duty_cycle) / duty_cycle). Before every phase the table is topped "
-                        "up to " + std::to_string(n) + " expired headless rows and vacuumed:");
+  janitor_md_.push_back(
+      "Lockers: " + std::to_string(threads) +
+      " threads, LockCompactionHead + ProduceInTx + commit on " +
+      std::to_string(o_.keys) +
+      " live (materialized) keys of the same topic, " + Fmt(o_.duration, 1) +
+      " s per phase, phases alternating; during a sweep phase "
+      "SweepHeadless(batch 1000) runs "
+      "in a loop on the same table, unpaced (batch_pause 0, the library "
+      "default), paced by a "
+      "fixed batch_pause of 10 ms, or by a duty_cycle on top of it (the pause "
+      "after each batch at "
+      "least its duration x (1 - duty_cycle) / duty_cycle). Before every phase "
+      "the table is topped "
+      "up to " +
+      std::to_string(n) + " expired headless rows and vacuumed:");
   janitor_md_.push_back("");
-  janitor_md_.push_back("| phase | tx/s | p50 us | p99 us | p99 vs the no-sweep phase before | rows swept during phase |");
+  janitor_md_.push_back(
+      "| phase | tx/s | p50 us | p99 us | p99 vs the no-sweep phase before | "
+      "rows swept during phase |");
   janitor_md_.push_back("|---|---|---|---|---|---|");
   // Each sweep phase follows a no-sweep phase, its baseline; the cycle runs
   // twice, since p99 moves between phases on a shared machine.
@@ -964,10 +1134,11 @@ void Bench::JanitorSection() {
     double duty_cycle;
   };
   const Phase kNone{false, {}, 1.0};
-  const std::vector<Phase> kCycle = {{true, std::chrono::milliseconds(0), 1.0},
-                                     {true, std::chrono::milliseconds(10), 1.0},
-                                     {true, std::chrono::milliseconds(10), 0.5},
-                                     {true, std::chrono::milliseconds(10), 0.1}};
+  const std::vector<Phase> kCycle = {
+      {true, std::chrono::milliseconds(0), 1.0},
+      {true, std::chrono::milliseconds(10), 1.0},
+      {true, std::chrono::milliseconds(10), 0.5},
+      {true, std::chrono::milliseconds(10), 0.1}};
   std::vector<Phase> phases;
   for (int cycle = 0; cycle < 2; ++cycle) {
     for (const Phase& p : kCycle) {
@@ -976,7 +1147,8 @@ void Bench::JanitorSection() {
     }
   }
   double base_p99 = 0;
-  std::map<std::string, std::pair<std::vector<std::string>, double>> ratios_by_kind;
+  std::map<std::string, std::pair<std::vector<std::string>, double>>
+      ratios_by_kind;
   long next_key = n + 1;
   std::int64_t to_refill = 0;
   for (const Phase& phase : phases) {
@@ -1009,14 +1181,20 @@ void Bench::JanitorSection() {
     const Dist d = Percentiles(cell.lat_us);
     std::string name = "no sweep";
     if (phase.sweep) {
-      name = phase.pause.count() == 0 ? "sweep, unpaced"
-                                      : "sweep, batch_pause " + std::to_string(phase.pause.count()) + " ms";
-      if (phase.duty_cycle < 1.0) name += ", duty_cycle " + Fmt(phase.duty_cycle, 1);
+      name = phase.pause.count() == 0
+                 ? "sweep, unpaced"
+                 : "sweep, batch_pause " + std::to_string(phase.pause.count()) +
+                       " ms";
+      if (phase.duty_cycle < 1.0)
+        name += ", duty_cycle " + Fmt(phase.duty_cycle, 1);
     }
-    janitor_md_.push_back("| " + name + " | " + Fmt(cell.tx / cell.seconds) + " | " + Fmt(d.p50) + " | " +
-                          Fmt(d.p99) + " | " + (phase.sweep && base_p99 > 0 ? Fmt(d.p99 / base_p99, 2) : "-") +
-                          " | " + std::to_string(swept.load()) + " |");
-    if (!phase.sweep) base_p99 = d.p99;  // each sweep phase is compared to the phase before it
+    janitor_md_.push_back(
+        "| " + name + " | " + Fmt(cell.tx / cell.seconds) + " | " + Fmt(d.p50) +
+        " | " + Fmt(d.p99) + " | " +
+        (phase.sweep && base_p99 > 0 ? Fmt(d.p99 / base_p99, 2) : "-") + " | " +
+        std::to_string(swept.load()) + " |");
+    if (!phase.sweep)
+      base_p99 = d.p99;  // each sweep phase is compared to the phase before it
     if (phase.sweep && base_p99 > 0) {
       auto& r = ratios_by_kind[name];
       r.first.push_back(Fmt(d.p99 / base_p99, 2));
@@ -1024,35 +1202,47 @@ void Bench::JanitorSection() {
     }
   }
   janitor_md_.push_back("");
-  janitor_md_.push_back("| sweep phase | p99 vs the no-sweep phase before, each cycle | rows swept per second |");
+  janitor_md_.push_back(
+      "| sweep phase | p99 vs the no-sweep phase before, each cycle | rows "
+      "swept per second |");
   janitor_md_.push_back("|---|---|---|");
   for (const auto& [name, r] : ratios_by_kind) {
     std::string joined;
     for (const auto& x : r.first) joined += (joined.empty() ? "" : " / ") + x;
     janitor_md_.push_back("| " + name + " | " + joined + " | " +
-                          Fmt(r.second / (o_.duration * r.first.size())) + " |");
+                          Fmt(r.second / (o_.duration * r.first.size())) +
+                          " |");
   }
 }
 
-
 void Bench::StatsSection() {
   const std::string topic = "stats";
-  Client client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-stats"});
+  Client client =
+      Client::Connect("", ClientOptions{o_.schema, 2, "bench-stats"});
   client.Topic<Counter>(topic).Register();
   auto handle = client.Topic<Counter>(topic);
-  std::vector<long> sizes = o_.short_mode ? std::vector<long>{1000, 10000}
-                                          : std::vector<long>{10000, 100000, 1000000};
-  compaction::StatsOptions capped;  // compactiond's stats-exact-count-limit default
+  std::vector<long> sizes = o_.short_mode
+                                ? std::vector<long>{1000, 10000}
+                                : std::vector<long>{10000, 100000, 1000000};
+  compaction::StatsOptions
+      capped;  // compactiond's stats-exact-count-limit default
   capped.exact_count_limit = 10000;
   const compaction::StatsOptions exact;  // the library default: count every row
-  stats_md_.push_back("TopicHandle::Stats() (one round trip over the idle_since partial index plus the "
-                      "janitor_state row), " + std::string(o_.short_mode ? "5" : "20") +
-                      " calls per cell; `limit` counts exactly up to exact_count_limit = " +
-                      std::to_string(capped.exact_count_limit) +
-                      " (compactiond's default) and estimates above it (headless_rows_estimated), "
-                      "`exact` is the library default (StatsOptions::kCountAll, every headless row):");
+  stats_md_.push_back(
+      "TopicHandle::Stats() (one round trip over the idle_since partial index "
+      "plus the "
+      "janitor_state row), " +
+      std::string(o_.short_mode ? "5" : "20") +
+      " calls per cell; `limit` counts exactly up to exact_count_limit = " +
+      std::to_string(capped.exact_count_limit) +
+      " (compactiond's default) and estimates above it "
+      "(headless_rows_estimated), "
+      "`exact` is the library default (StatsOptions::kCountAll, every headless "
+      "row):");
   stats_md_.push_back("");
-  stats_md_.push_back("| headless rows | state | options | reported | first call ms | p50 ms | max ms | goal <= 50 ms |");
+  stats_md_.push_back(
+      "| headless rows | state | options | reported | first call ms | p50 ms | "
+      "max ms | goal <= 50 ms |");
   stats_md_.push_back("|---|---|---|---|---|---|---|---|");
   long have = 0;
   std::string explain;
@@ -1065,22 +1255,37 @@ void Bench::StatsSection() {
     for (int i = 0; i < calls + 1; ++i) {
       const auto t0 = Clock::now();
       st = handle.Stats(so);
-      const double v = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      const double v =
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       const bool over = size > so.exact_count_limit;
-      const bool ok = over ? st.headless_rows_estimated && st.headless_rows > so.exact_count_limit
-                           : !st.headless_rows_estimated && st.headless_rows == size;
-      if (!ok) errors_.push_back("stats: reported " + std::to_string(st.headless_rows) +
-                                 (st.headless_rows_estimated ? " (estimated)" : "") + " for " + std::to_string(size));
-      if (i == 0) first = v; else ms.push_back(v);
+      const bool ok =
+          over ? st.headless_rows_estimated &&
+                     st.headless_rows > so.exact_count_limit
+               : !st.headless_rows_estimated && st.headless_rows == size;
+      if (!ok)
+        errors_.push_back("stats: reported " +
+                          std::to_string(st.headless_rows) +
+                          (st.headless_rows_estimated ? " (estimated)" : "") +
+                          " for " + std::to_string(size));
+      if (i == 0)
+        first = v;
+      else
+        ms.push_back(v);
     }
     const Dist d = Percentiles(ms);
     const double mx = *std::max_element(ms.begin(), ms.end());
-    stats_md_.push_back("| " + std::to_string(size) + " | " + (vacuumed ? "after VACUUM (visibility map set)" : "just loaded, not vacuumed") +
-                        " | " + (use_exact ? "exact" : "limit") + " | " + std::to_string(st.headless_rows) +
-                        (st.headless_rows_estimated ? " (estimated)" : "") + " | " + Fmt(first, 1) + " | " +
-                        Fmt(d.p50, 1) + " | " + Fmt(mx, 1) + " | " + (d.p50 <= 50 ? "met" : "**missed**") + " |");
-    std::fprintf(stderr, "  stats %ld rows %s %s: p50 %.1f ms\n", size, vacuumed ? "vacuumed" : "fresh",
-                 use_exact ? "exact" : "limit", d.p50);
+    stats_md_.push_back("| " + std::to_string(size) + " | " +
+                        (vacuumed ? "after VACUUM (visibility map set)"
+                                  : "just loaded, not vacuumed") +
+                        " | " + (use_exact ? "exact" : "limit") + " | " +
+                        std::to_string(st.headless_rows) +
+                        (st.headless_rows_estimated ? " (estimated)" : "") +
+                        " | " + Fmt(first, 1) + " | " + Fmt(d.p50, 1) + " | " +
+                        Fmt(mx, 1) + " | " +
+                        (d.p50 <= 50 ? "met" : "**missed**") + " |");
+    std::fprintf(stderr, "  stats %ld rows %s %s: p50 %.1f ms\n", size,
+                 vacuumed ? "vacuumed" : "fresh", use_exact ? "exact" : "limit",
+                 d.p50);
   };
   for (long size : sizes) {
     InsertHeadless(topic, have + 1, size - have, false);
@@ -1093,14 +1298,22 @@ void Bench::StatsSection() {
   }
   // The library runs its stats statement with enable_seqscan off.
   mon_.Exec("SET enable_seqscan = off");
-  Res ex = mon_.Exec("EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) SELECT (SELECT count(*) FROM (SELECT 1 FROM " + Head(topic) +
-                     " h WHERE h.idle_since IS NOT NULL LIMIT " + std::to_string(capped.exact_count_limit + 1) +
-                     ") c), (SELECT h.idle_since FROM " + Head(topic) +
-                     " h WHERE h.idle_since IS NOT NULL ORDER BY h.idle_since LIMIT 1)");
+  Res ex = mon_.Exec(
+      "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) SELECT (SELECT count(*) FROM "
+      "(SELECT 1 FROM " +
+      Head(topic) + " h WHERE h.idle_since IS NOT NULL LIMIT " +
+      std::to_string(capped.exact_count_limit + 1) +
+      ") c), (SELECT h.idle_since FROM " + Head(topic) +
+      " h WHERE h.idle_since IS NOT NULL ORDER BY h.idle_since LIMIT 1)");
   mon_.Exec("RESET enable_seqscan");
-  for (int i = 0; i < PQntuples(ex.get()); ++i) explain += std::string(PQgetvalue(ex.get(), i, 0)) + "\n";
+  for (int i = 0; i < PQntuples(ex.get()); ++i)
+    explain += std::string(PQgetvalue(ex.get(), i, 0)) + "\n";
   stats_md_.push_back("");
-  stats_md_.push_back("Plan of the capped count and the oldest row, the shape of the library's statement, at " + std::to_string(have) + " rows (vacuumed, enable_seqscan off as in the library):");
+  stats_md_.push_back(
+      "Plan of the capped count and the oldest row, the shape of the library's "
+      "statement, at " +
+      std::to_string(have) +
+      " rows (vacuumed, enable_seqscan off as in the library):");
   stats_md_.push_back("");
   stats_md_.push_back("```");
   stats_md_.push_back(explain + "```");
@@ -1113,30 +1326,40 @@ void Bench::StatsSection() {
     char name[32];
     std::snprintf(name, sizeof name, "s-%04d", i);
     auto info = client.Topic<Counter>(name).Register();
-    mon_.Exec("INSERT INTO " + q_ + ".compaction_head_" + std::to_string(info.id) +
-              " (message_key, created_at, updated_at, idle_since) SELECT 'h' || i, now(), now(), now() "
+    mon_.Exec("INSERT INTO " + q_ + ".compaction_head_" +
+              std::to_string(info.id) +
+              " (message_key, created_at, updated_at, idle_since) SELECT 'h' "
+              "|| i, now(), now(), now() "
               "FROM generate_series(1, 10) i");
   }
   const double reg_s = std::chrono::duration<double>(Clock::now() - r0).count();
   mon_.Exec("ANALYZE");
-  const int total_topics = (int)mon_.Int("SELECT count(*) FROM " + q_ + ".topic");
+  const int total_topics =
+      (int)mon_.Int("SELECT count(*) FROM " + q_ + ".topic");
   std::vector<double> ms;
   for (int i = 0; i < (o_.short_mode ? 2 : 6); ++i) {
     const auto t0 = Clock::now();
     auto all = client.ListTopicStats();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    if ((int)all.size() != total_topics) errors_.push_back("ListTopicStats returned " + std::to_string(all.size()));
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if ((int)all.size() != total_topics)
+      errors_.push_back("ListTopicStats returned " +
+                        std::to_string(all.size()));
   }
   const double first = ms.front();
   ms.erase(ms.begin());
   const Dist d = Percentiles(ms);
   stats_md_.push_back("");
-  stats_md_.push_back("Daemon-side refresh, Client::ListTopicStats() over " + std::to_string(total_topics) +
-                      " topics (" + std::to_string(topics) + " with 10 headless rows each; registering them took " +
-                      Fmt(reg_s, 1) + " s): first call " + Fmt(first, 1) + " ms (resolves and caches every topic), then p50 " +
-                      Fmt(d.p50, 1) + " ms, max " + Fmt(*std::max_element(ms.begin(), ms.end()), 1) + " ms, i.e. " +
-                      Fmt(d.p50 * 1000 / total_topics, 0) + " us per topic.");
-  std::fprintf(stderr, "  ListTopicStats over %d topics: p50 %.1f ms\n", total_topics, d.p50);
+  stats_md_.push_back(
+      "Daemon-side refresh, Client::ListTopicStats() over " +
+      std::to_string(total_topics) + " topics (" + std::to_string(topics) +
+      " with 10 headless rows each; registering them took " + Fmt(reg_s, 1) +
+      " s): first call " + Fmt(first, 1) +
+      " ms (resolves and caches every topic), then p50 " + Fmt(d.p50, 1) +
+      " ms, max " + Fmt(*std::max_element(ms.begin(), ms.end()), 1) +
+      " ms, i.e. " + Fmt(d.p50 * 1000 / total_topics, 0) + " us per topic.");
+  std::fprintf(stderr, "  ListTopicStats over %d topics: p50 %.1f ms\n",
+               total_topics, d.p50);
 }
 
 // ---------------------------------------------------------- log compaction
@@ -1162,7 +1385,8 @@ std::chrono::milliseconds CleanerInterval(double retention_s) {
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return v.size() % 2 ? v[v.size() / 2]
+                      : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 std::string Join(const std::vector<double>& v, int prec) {
@@ -1175,9 +1399,10 @@ std::string Join(const std::vector<double>& v, int prec) {
 // pass's start, as compactiond's timer does) until `stop`.
 class CleanerLoop {
  public:
-  CleanerLoop(Client& client, std::string topic, std::chrono::milliseconds interval,
-              compaction::SweepOptions so)
-      : janitor_(client), thread_([this, topic, interval, so] { Loop(topic, interval, so); }) {}
+  CleanerLoop(Client& client, std::string topic,
+              std::chrono::milliseconds interval, compaction::SweepOptions so)
+      : janitor_(client),
+        thread_([this, topic, interval, so] { Loop(topic, interval, so); }) {}
   ~CleanerLoop() { Stop(); }
   void Stop() {
     {
@@ -1201,7 +1426,9 @@ class CleanerLoop {
         auto r = janitor_.CompactLog(topic, so);
         deleted_ += r.deleted_messages;
         ++passes_;
-        pass_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        pass_ms_.push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - t0)
+                .count());
       } catch (const std::exception& e) {
         error_ = e.what();
         return;
@@ -1226,54 +1453,70 @@ struct Series {
   std::string name, color;
   std::vector<std::pair<double, double>> points;
 };
-void WriteSvg(const fs::path& path, const std::string& title,
-              const std::vector<std::pair<std::string, std::vector<Series>>>& panels) {
+void WriteSvg(
+    const fs::path& path, const std::string& title,
+    const std::vector<std::pair<std::string, std::vector<Series>>>& panels) {
   const int pw = 560, ph = 360, ml = 80, mr = 20, mt = 50, mb = 50;
   const int width = (int)panels.size() * pw;
   std::ofstream out(path);
-  out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << ph + 30
-      << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
-      << "<text x='" << width / 2 << "' y='20' text-anchor='middle' font-size='14'>" << title << "</text>\n";
+  out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width
+      << "' height='" << ph + 30
+      << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' "
+         "height='100%' fill='white'/>\n"
+      << "<text x='" << width / 2
+      << "' y='20' text-anchor='middle' font-size='14'>" << title
+      << "</text>\n";
   for (size_t p = 0; p < panels.size(); ++p) {
-    const int x0 = (int)p * pw + ml, y0 = mt, w = pw - ml - mr, h = ph - mt - mb + 30;
+    const int x0 = (int)p * pw + ml, y0 = mt, w = pw - ml - mr,
+              h = ph - mt - mb + 30;
     double xmax = 1, ymax = 1;
     for (auto& s : panels[p].second)
-      for (auto& [x, y] : s.points) xmax = std::max(xmax, x), ymax = std::max(ymax, y);
+      for (auto& [x, y] : s.points)
+        xmax = std::max(xmax, x), ymax = std::max(ymax, y);
     // A round upper bound: 1, 2 or 5 times a power of ten.
     auto nice = [](double v) {
       const double e = std::pow(10, std::floor(std::log10(v)));
-      for (double m : {1.0, 2.0, 5.0, 10.0}) if (m * e >= v) return m * e;
+      for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * e >= v) return m * e;
       return 10 * e;
     };
     ymax = nice(ymax * 1.05);
     xmax = std::ceil(xmax / 10) * 10;
     auto X = [&](double x) { return x0 + w * x / xmax; };
     auto Y = [&](double y) { return y0 + h - h * y / ymax; };
-    out << "<text x='" << x0 + w / 2 << "' y='" << y0 - 12 << "' text-anchor='middle'>" << panels[p].first << "</text>\n";
+    out << "<text x='" << x0 + w / 2 << "' y='" << y0 - 12
+        << "' text-anchor='middle'>" << panels[p].first << "</text>\n";
     for (int i = 0; i <= 5; ++i) {
       const double yv = ymax * i / 5, xv = xmax * i / 5;
-      out << "<line x1='" << x0 << "' x2='" << x0 + w << "' y1='" << Y(yv) << "' y2='" << Y(yv)
-          << "' stroke='#ddd'/>\n<text x='" << x0 - 6 << "' y='" << Y(yv) + 4 << "' text-anchor='end'>"
-          << Fmt(yv, ymax < 10 ? 1 : 0) << "</text>\n<text x='" << X(xv) << "' y='" << y0 + h + 16
-          << "' text-anchor='middle'>" << Fmt(xv) << "</text>\n";
+      out << "<line x1='" << x0 << "' x2='" << x0 + w << "' y1='" << Y(yv)
+          << "' y2='" << Y(yv) << "' stroke='#ddd'/>\n<text x='" << x0 - 6
+          << "' y='" << Y(yv) + 4 << "' text-anchor='end'>"
+          << Fmt(yv, ymax < 10 ? 1 : 0) << "</text>\n<text x='" << X(xv)
+          << "' y='" << y0 + h + 16 << "' text-anchor='middle'>" << Fmt(xv)
+          << "</text>\n";
     }
-    out << "<rect x='" << x0 << "' y='" << y0 << "' width='" << w << "' height='" << h
-        << "' fill='none' stroke='black'/>\n<text x='" << x0 + w / 2 << "' y='" << y0 + h + 34
+    out << "<rect x='" << x0 << "' y='" << y0 << "' width='" << w
+        << "' height='" << h << "' fill='none' stroke='black'/>\n<text x='"
+        << x0 + w / 2 << "' y='" << y0 + h + 34
         << "' text-anchor='middle'>seconds</text>\n";
     int row = 0;
     for (auto& s : panels[p].second) {
-      out << "<polyline fill='none' stroke-width='2' stroke='" << s.color << "' points='";
-      for (auto& [x, y] : s.points) out << Fmt(X(x), 1) << "," << Fmt(Y(y), 1) << " ";
-      out << "'/>\n<text x='" << x0 + 10 << "' y='" << y0 + 16 + 16 * row++ << "' fill='" << s.color
-          << "'>" << s.name << "</text>\n";
+      out << "<polyline fill='none' stroke-width='2' stroke='" << s.color
+          << "' points='";
+      for (auto& [x, y] : s.points)
+        out << Fmt(X(x), 1) << "," << Fmt(Y(y), 1) << " ";
+      out << "'/>\n<text x='" << x0 + 10 << "' y='" << y0 + 16 + 16 * row++
+          << "' fill='" << s.color << "'>" << s.name << "</text>\n";
     }
   }
   out << "</svg>\n";
 }
 
-std::int64_t Bench::RegisterLogTopic(Client& client, const std::string& name, double retention_s) {
+std::int64_t Bench::RegisterLogTopic(Client& client, const std::string& name,
+                                     double retention_s) {
   compaction::TopicConfig config;
-  config.retention = std::chrono::milliseconds((long)std::lround(retention_s * 1000));
+  config.retention =
+      std::chrono::milliseconds((long)std::lround(retention_s * 1000));
   const std::int64_t id = client.Topic<Counter>(name).Register(config).id;
   // Every measurement vacuums these tables itself, at known moments.
   for (auto& tab : {Head(name), Msg(name)}) {
@@ -1284,18 +1527,26 @@ std::int64_t Bench::RegisterLogTopic(Client& client, const std::string& name, do
 
 // Back to an empty log: truncated tables, the cleaner's position at 0.
 void Bench::ResetCleaner(const std::string& topic) {
-  mon_.Exec("TRUNCATE " + Head(topic) + ", " + Msg(topic) + " RESTART IDENTITY");
-  mon_.Exec("UPDATE " + q_ + ".log_cleaner_state SET position = 0, pending_position = NULL, "
-            "pending_xmax = NULL, tombstone_position = 0, tombstone_pending_position = NULL, "
-            "tombstone_pending_xmax = NULL, next_created_at = NULL WHERE topic_id = $1",
+  mon_.Exec("TRUNCATE " + Head(topic) + ", " + Msg(topic) +
+            " RESTART IDENTITY");
+  mon_.Exec("UPDATE " + q_ +
+                ".log_cleaner_state SET position = 0, pending_position = NULL, "
+                "pending_xmax = NULL, tombstone_position = 0, "
+                "tombstone_pending_position = NULL, "
+                "tombstone_pending_xmax = NULL, next_created_at = NULL WHERE "
+                "topic_id = $1",
             {std::to_string(TopicId(topic))});
 }
 
 // The invariant of DESIGN.md section 8: every head names an existing message.
 void Bench::CheckHeads(const std::string& topic, const std::string& when) {
-  const std::int64_t lost = mon_.Int("SELECT count(*) FROM " + Head(topic) + " h WHERE h.head_id IS NOT NULL AND "
-                                     "NOT EXISTS (SELECT 1 FROM " + Msg(topic) + " m WHERE m.id = h.head_id)");
-  if (lost) errors_.push_back("log " + topic + " " + when + ": " + std::to_string(lost) + " heads name a missing message");
+  const std::int64_t lost = mon_.Int("SELECT count(*) FROM " + Head(topic) +
+                                     " h WHERE h.head_id IS NOT NULL AND "
+                                     "NOT EXISTS (SELECT 1 FROM " +
+                                     Msg(topic) + " m WHERE m.id = h.head_id)");
+  if (lost)
+    errors_.push_back("log " + topic + " " + when + ": " +
+                      std::to_string(lost) + " heads name a missing message");
 }
 
 // Server-side cost of the cleaner's statements since the last
@@ -1303,23 +1554,31 @@ void Bench::CheckHeads(const std::string& topic, const std::string& when) {
 std::string Bench::CleanerStatements() {
   if (!pgss_) return "(pg_stat_statements not preloaded)";
   Res r = mon_.Exec(
-      "SELECT coalesce(substring(query from '/\\* (compaction:[A-Za-z:]+) \\*/'), left(regexp_replace(query, '\\s+', ' ', 'g'), 60)), "
-      "calls, round(mean_exec_time::numeric, 3), round((shared_blks_hit + shared_blks_read)::numeric / calls, 1) "
-      "FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE 'VACUUM%' "
-      "AND query NOT LIKE '%log_cleaner_state SET position = 0%' AND calls > 0 ORDER BY total_exec_time DESC LIMIT 12");
-  std::string out = "| statement | calls | mean ms | buffers/call |\n|---|---|---|---|\n";
+      "SELECT coalesce(substring(query from '/\\* (compaction:[A-Za-z:]+) "
+      "\\*/'), left(regexp_replace(query, '\\s+', ' ', 'g'), 60)), "
+      "calls, round(mean_exec_time::numeric, 3), round((shared_blks_hit + "
+      "shared_blks_read)::numeric / calls, 1) "
+      "FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' AND "
+      "query NOT LIKE 'VACUUM%' "
+      "AND query NOT LIKE '%log_cleaner_state SET position = 0%' AND calls > 0 "
+      "ORDER BY total_exec_time DESC LIMIT 12");
+  std::string out =
+      "| statement | calls | mean ms | buffers/call |\n|---|---|---|---|\n";
   for (int i = 0; i < PQntuples(r.get()); ++i) {
     std::string q = PQgetvalue(r.get(), i, 0);
-    for (char& c : q) if (c == '|') c = '/';
-    out += "| `" + q + "` | " + PQgetvalue(r.get(), i, 1) + " | " + PQgetvalue(r.get(), i, 2) + " | " +
-           PQgetvalue(r.get(), i, 3) + " |\n";
+    for (char& c : q)
+      if (c == '|') c = '/';
+    out += "| `" + q + "` | " + PQgetvalue(r.get(), i, 1) + " | " +
+           PQgetvalue(r.get(), i, 2) + " | " + PQgetvalue(r.get(), i, 3) +
+           " |\n";
   }
   return out;
 }
 
 void Bench::LogSection() {
   auto part = [&](const char* name, void (Bench::*fn)()) {
-    if (!o_.only.empty() && !o_.only.count("log") && !o_.only.count(name)) return;
+    if (!o_.only.empty() && !o_.only.count("log") && !o_.only.count(name))
+      return;
     try {
       (this->*fn)();
     } catch (const std::exception& e) {
@@ -1341,8 +1600,11 @@ void Bench::LogStorage() {
   const double ret = o_.log_retention_s;
   const auto interval = CleanerInterval(ret);
   const int keys = o_.log_keys, rate = o_.log_rate, per_topic_threads = 2;
-  Client client = Client::Connect("", ClientOptions{o_.schema, 2 * per_topic_threads + 1, "bench-log-store"});
-  Client cleaner_client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
+  Client client = Client::Connect(
+      "",
+      ClientOptions{o_.schema, 2 * per_topic_threads + 1, "bench-log-store"});
+  Client cleaner_client =
+      Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
   const std::vector<std::string> topics = {"log-clean", "log-keep"};
   for (auto& t : topics) {
     RegisterLogTopic(client, t, ret);
@@ -1350,7 +1612,9 @@ void Bench::LogStorage() {
     Populate(t, keys);
     mon_.Exec("VACUUM ANALYZE " + Msg(t));
   }
-  std::fprintf(stderr, "log storage: %d keys, %d msg/s per topic, retention %.0f s, cleaner every %lld ms, %.0f s\n",
+  std::fprintf(stderr,
+               "log storage: %d keys, %d msg/s per topic, retention %.0f s, "
+               "cleaner every %lld ms, %.0f s\n",
                keys, rate, ret, (long long)interval.count(), o_.log_seconds);
   std::atomic<bool> stop{false};
   std::atomic<std::int64_t> produced[2] = {0, 0};
@@ -1362,12 +1626,15 @@ void Bench::LogStorage() {
         auto producer = client.Topic<Counter>(topics[ti]).RegisterProducer();
         std::mt19937_64 rng(77 + ti * 13 + k);
         // A fixed schedule, so both topics see the same steady rate.
-        const auto step = std::chrono::duration<double>((double)per_topic_threads / rate);
+        const auto step =
+            std::chrono::duration<double>((double)per_topic_threads / rate);
         auto next = start;
         for (std::int64_t n = 1; !stop; ++n) {
-          const std::string key = std::to_string(std::uniform_int_distribution<int>(1, keys)(rng));
+          const std::string key =
+              std::to_string(std::uniform_int_distribution<int>(1, keys)(rng));
           try {
-            producer.Produce(Counter{n}, ProduceOptions{key, CompactionOptions{0}});
+            producer.Produce(Counter{n},
+                             ProduceOptions{key, CompactionOptions{0}});
             ++produced[ti];
           } catch (const std::exception& e) {
             ++total_errors_;
@@ -1379,8 +1646,12 @@ void Bench::LogStorage() {
       });
     }
   }
-  CleanerLoop cleaner(cleaner_client, topics[0], interval, DaemonSweepOptions());
-  struct Sample { double t; std::int64_t rows[2], heap[2], total[2], produced[2]; };
+  CleanerLoop cleaner(cleaner_client, topics[0], interval,
+                      DaemonSweepOptions());
+  struct Sample {
+    double t;
+    std::int64_t rows[2], heap[2], total[2], produced[2];
+  };
   std::vector<Sample> samples;
   for (int i = 1; i <= (int)std::lround(o_.log_seconds); ++i) {
     std::this_thread::sleep_until(start + std::chrono::seconds(i));
@@ -1388,8 +1659,10 @@ void Bench::LogStorage() {
     s.t = std::chrono::duration<double>(Clock::now() - start).count();
     for (int ti = 0; ti < 2; ++ti) {
       mon_.Exec("VACUUM " + Msg(topics[ti]));
-      Res r = mon_.Exec("SELECT (SELECT count(*) FROM " + Msg(topics[ti]) + "), pg_relation_size('" + Msg(topics[ti]) +
-                        "'), pg_total_relation_size('" + Msg(topics[ti]) + "')");
+      Res r =
+          mon_.Exec("SELECT (SELECT count(*) FROM " + Msg(topics[ti]) +
+                    "), pg_relation_size('" + Msg(topics[ti]) +
+                    "'), pg_total_relation_size('" + Msg(topics[ti]) + "')");
       s.rows[ti] = std::stoll(PQgetvalue(r.get(), 0, 0));
       s.heap[ti] = std::stoll(PQgetvalue(r.get(), 0, 1));
       s.total[ti] = std::stoll(PQgetvalue(r.get(), 0, 2));
@@ -1400,21 +1673,27 @@ void Bench::LogStorage() {
   stop = true;
   for (auto& th : producers) th.join();
   cleaner.Stop();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!cleaner.error().empty()) errors_.push_back("log storage cleaner: " + cleaner.error());
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  if (!cleaner.error().empty())
+    errors_.push_back("log storage cleaner: " + cleaner.error());
   for (auto& t : topics) CheckHeads(t, "after the storage run");
 
   std::ofstream dat(fs::path(o_.out) / "log_storage.dat");
-  dat << "# t rows_clean heap_clean total_clean rows_keep heap_keep total_keep produced_clean produced_keep\n";
+  dat << "# t rows_clean heap_clean total_clean rows_keep heap_keep total_keep "
+         "produced_clean produced_keep\n";
   for (auto& s : samples) {
-    dat << Fmt(s.t, 2) << " " << s.rows[0] << " " << s.heap[0] << " " << s.total[0] << " " << s.rows[1] << " "
-        << s.heap[1] << " " << s.total[1] << " " << s.produced[0] << " " << s.produced[1] << "\n";
+    dat << Fmt(s.t, 2) << " " << s.rows[0] << " " << s.heap[0] << " "
+        << s.total[0] << " " << s.rows[1] << " " << s.heap[1] << " "
+        << s.total[1] << " " << s.produced[0] << " " << s.produced[1] << "\n";
   }
   std::vector<Series> rows(2), size(2);
   const char* colors[] = {"#1f77b4", "#d62728"};
   const char* names[] = {"cleaner on (CompactLog every ", "no cleaner"};
   for (int ti = 0; ti < 2; ++ti) {
-    rows[ti].name = size[ti].name = ti == 0 ? names[0] + Fmt(interval.count() / 1000.0, 1) + " s)" : names[1];
+    rows[ti].name = size[ti].name =
+        ti == 0 ? names[0] + Fmt(interval.count() / 1000.0, 1) + " s)"
+                : names[1];
     rows[ti].color = size[ti].color = colors[ti];
     for (auto& s : samples) {
       rows[ti].points.push_back({s.t, (double)s.rows[ti]});
@@ -1422,18 +1701,23 @@ void Bench::LogStorage() {
     }
   }
   WriteSvg(fs::path(o_.out) / "log_storage.svg",
-           std::to_string(keys) + " keys, " + std::to_string(rate) + " produces/s per topic, retention " + Fmt(ret) +
+           std::to_string(keys) + " keys, " + std::to_string(rate) +
+               " produces/s per topic, retention " + Fmt(ret) +
                " s; sampled every second after VACUUM",
-           {{"live message rows", rows}, {"message table + indexes, MB (pg_total_relation_size)", size}});
+           {{"live message rows", rows},
+            {"message table + indexes, MB (pg_total_relation_size)", size}});
 
-  // The bound of issue 14's daemon test: keys + rate x (retention + 2 x interval).
+  // The bound of issue 14's daemon test: keys + rate x (retention + 2 x
+  // interval).
   const double bound = keys + rate * (ret + 2 * interval.count() / 1000.0);
   const double settle = ret + 2 * interval.count() / 1000.0;
   auto at = [&](double t) -> const Sample& {
-    for (auto& s : samples) if (s.t >= t) return s;
+    for (auto& s : samples)
+      if (s.t >= t) return s;
     return samples.back();
   };
-  std::int64_t max_rows = 0, max_total_late = 0, min_total_late = std::numeric_limits<std::int64_t>::max();
+  std::int64_t max_rows = 0, max_total_late = 0,
+               min_total_late = std::numeric_limits<std::int64_t>::max();
   for (auto& s : samples) {
     max_rows = std::max(max_rows, s.rows[0]);
     if (s.t >= settle) {
@@ -1443,34 +1727,57 @@ void Bench::LogStorage() {
   }
   if (max_total_late == 0) min_total_late = 0;
   log_md_.push_back("#### Storage bound\n");
-  log_md_.push_back(std::to_string(keys) + " keys (1.." + std::to_string(keys) + ", one head each before the start), " +
-                    std::to_string(per_topic_threads) + " threads per topic producing compacted messages on random keys "
-                    "on a fixed schedule of " + std::to_string(rate) + " messages/s per topic, " + Fmt(seconds, 1) +
-                    " s, two topics side by side with retention " + Fmt(ret) + " s: `log-clean` with the cleaner "
-                    "(`CompactLog` every " + Fmt(interval.count() / 1000.0, 1) + " s = clamp(retention / 2, 1 s, 5 min), "
-                    "compactiond's sweep options: batch 1000, max_batches 100, batch_pause 10 ms, duty_cycle 0.5), "
-                    "`log-keep` without. Every second: `VACUUM` of each message table, then `count(*)` and "
-                    "`pg_total_relation_size` (heap + indexes). Data: `log_storage.dat`; plot: `log_storage.svg`.\n");
-  log_md_.push_back("| t (s) | produced (clean / keep) | rows, cleaner on | rows, no cleaner | MB, cleaner on | MB, no cleaner |");
+  log_md_.push_back(
+      std::to_string(keys) + " keys (1.." + std::to_string(keys) +
+      ", one head each before the start), " +
+      std::to_string(per_topic_threads) +
+      " threads per topic producing compacted messages on random keys "
+      "on a fixed schedule of " +
+      std::to_string(rate) + " messages/s per topic, " + Fmt(seconds, 1) +
+      " s, two topics side by side with retention " + Fmt(ret) +
+      " s: `log-clean` with the cleaner "
+      "(`CompactLog` every " +
+      Fmt(interval.count() / 1000.0, 1) +
+      " s = clamp(retention / 2, 1 s, 5 min), "
+      "compactiond's sweep options: batch 1000, max_batches 100, batch_pause "
+      "10 ms, duty_cycle 0.5), "
+      "`log-keep` without. Every second: `VACUUM` of each message table, then "
+      "`count(*)` and "
+      "`pg_total_relation_size` (heap + indexes). Data: `log_storage.dat`; "
+      "plot: `log_storage.svg`.\n");
+  log_md_.push_back(
+      "| t (s) | produced (clean / keep) | rows, cleaner on | rows, no cleaner "
+      "| MB, cleaner on | MB, no cleaner |");
   log_md_.push_back("|---|---|---|---|---|---|");
   for (double t : {5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 1e9}) {
     if (t < 1e9 && t > samples.back().t - 0.5) continue;
     const Sample& s = at(t);
-    log_md_.push_back("| " + Fmt(s.t) + " | " + std::to_string(s.produced[0]) + " / " + std::to_string(s.produced[1]) +
-                      " | " + std::to_string(s.rows[0]) + " | " + std::to_string(s.rows[1]) + " | " +
-                      Fmt(s.total[0] / 1048576.0, 2) + " | " + Fmt(s.total[1] / 1048576.0, 2) + " |");
+    log_md_.push_back("| " + Fmt(s.t) + " | " + std::to_string(s.produced[0]) +
+                      " / " + std::to_string(s.produced[1]) + " | " +
+                      std::to_string(s.rows[0]) + " | " +
+                      std::to_string(s.rows[1]) + " | " +
+                      Fmt(s.total[0] / 1048576.0, 2) + " | " +
+                      Fmt(s.total[1] / 1048576.0, 2) + " |");
   }
   log_md_.push_back("");
-  log_md_.push_back("Cleaner on: at most " + std::to_string(max_rows) + " live rows (bound keys + rate x (retention + 2 x "
-                    "interval) = " + Fmt(bound) + ": " + (max_rows <= bound ? "held" : "**exceeded**") +
-                    "); after t = " + Fmt(settle) + " s the table's size stayed within " +
-                    Fmt(min_total_late / 1048576.0, 2) + ".." + Fmt(max_total_late / 1048576.0, 2) + " MB. " +
-                    std::to_string(cleaner.passes()) + " passes deleted " + std::to_string(cleaner.deleted()) +
-                    " messages, pass p50 " + Fmt(Median(cleaner.pass_ms()), 1) + " ms. No cleaner: " +
-                    std::to_string(samples.back().rows[1]) + " rows, " + Fmt(samples.back().total[1] / 1048576.0, 2) +
-                    " MB at the end.\n");
-  std::fprintf(stderr, "  storage: cleaner max %lld rows (bound %.0f), end %.2f MB; no cleaner end %lld rows %.2f MB\n",
-               (long long)max_rows, bound, samples.back().total[0] / 1048576.0, (long long)samples.back().rows[1],
+  log_md_.push_back(
+      "Cleaner on: at most " + std::to_string(max_rows) +
+      " live rows (bound keys + rate x (retention + 2 x "
+      "interval) = " +
+      Fmt(bound) + ": " + (max_rows <= bound ? "held" : "**exceeded**") +
+      "); after t = " + Fmt(settle) + " s the table's size stayed within " +
+      Fmt(min_total_late / 1048576.0, 2) + ".." +
+      Fmt(max_total_late / 1048576.0, 2) + " MB. " +
+      std::to_string(cleaner.passes()) + " passes deleted " +
+      std::to_string(cleaner.deleted()) + " messages, pass p50 " +
+      Fmt(Median(cleaner.pass_ms()), 1) +
+      " ms. No cleaner: " + std::to_string(samples.back().rows[1]) + " rows, " +
+      Fmt(samples.back().total[1] / 1048576.0, 2) + " MB at the end.\n");
+  std::fprintf(stderr,
+               "  storage: cleaner max %lld rows (bound %.0f), end %.2f MB; no "
+               "cleaner end %lld rows %.2f MB\n",
+               (long long)max_rows, bound, samples.back().total[0] / 1048576.0,
+               (long long)samples.back().rows[1],
                samples.back().total[1] / 1048576.0);
 }
 
@@ -1481,7 +1788,8 @@ void Bench::LogThroughput() {
   const std::string topic = "log-tput";
   const double ret = 2;
   const auto interval = CleanerInterval(ret);
-  Client client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
+  Client client =
+      Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
   RegisterLogTopic(client, topic, ret);
   ResetCleaner(topic);
   Populate(topic, o_.keys);
@@ -1489,15 +1797,24 @@ void Bench::LogThroughput() {
   o_.duration = o_.log_phase;
   const int threads = o_.log_threads;
   log_md_.push_back("#### Writers with the cleaner running vs not\n");
-  log_md_.push_back(std::to_string(threads) + " threads on " + std::to_string(o_.keys) +
-                    " keys of topic `log-tput` (retention 2 s), " + Fmt(o_.log_phase, 1) + " s phases, " +
-                    std::to_string(o_.log_cycles) + " cycles per workload in ABBA order (no cleaner, cleaner; "
-                    "cleaner, no cleaner; ...). Cleaner phase: `CompactLog` every " + Fmt(interval.count() / 1000.0, 1) +
-                    " s (compactiond's interval for 2 s retention) with compactiond's sweep options; every pass "
-                    "deletes what the writers produced since the one before. VACUUM of head and message table "
-                    "before each phase. Ratio per cycle = cleaner phase / its no-cleaner neighbour.\n");
-  log_md_.push_back("| workload | tx/s no cleaner (per cycle) | tx/s cleaner | throughput ratio per cycle | median | "
-                    "p99 us no cleaner | p99 us cleaner | p99 ratio per cycle | median | deleted during cleaner phases |");
+  log_md_.push_back(
+      std::to_string(threads) + " threads on " + std::to_string(o_.keys) +
+      " keys of topic `log-tput` (retention 2 s), " + Fmt(o_.log_phase, 1) +
+      " s phases, " + std::to_string(o_.log_cycles) +
+      " cycles per workload in ABBA order (no cleaner, cleaner; "
+      "cleaner, no cleaner; ...). Cleaner phase: `CompactLog` every " +
+      Fmt(interval.count() / 1000.0, 1) +
+      " s (compactiond's interval for 2 s retention) with compactiond's sweep "
+      "options; every pass "
+      "deletes what the writers produced since the one before. VACUUM of head "
+      "and message table "
+      "before each phase. Ratio per cycle = cleaner phase / its no-cleaner "
+      "neighbour.\n");
+  log_md_.push_back(
+      "| workload | tx/s no cleaner (per cycle) | tx/s cleaner | throughput "
+      "ratio per cycle | median | "
+      "p99 us no cleaner | p99 us cleaner | p99 ratio per cycle | median | "
+      "deleted during cleaner phases |");
   log_md_.push_back("|---|---|---|---|---|---|---|---|---|---|");
   std::vector<std::string> cost;
   for (const std::string w : {"produce", "inc"}) {
@@ -1512,13 +1829,16 @@ void Bench::LogThroughput() {
         mon_.Exec("VACUUM " + Head(topic));
         mon_.Exec("VACUUM " + Msg(topic));
         std::unique_ptr<CleanerLoop> cleaner;
-        if (clean) cleaner = std::make_unique<CleanerLoop>(client, topic, interval, DaemonSweepOptions());
+        if (clean)
+          cleaner = std::make_unique<CleanerLoop>(client, topic, interval,
+                                                  DaemonSweepOptions());
         Cell c = RunLibrary(w, threads, topic);
         if (cleaner) {
           cleaner->Stop();
           clean_seconds += c.seconds;
           deleted += cleaner->deleted();
-          if (!cleaner->error().empty()) errors_.push_back("log tput cleaner: " + cleaner->error());
+          if (!cleaner->error().empty())
+            errors_.push_back("log tput cleaner: " + cleaner->error());
         }
         cyc_tps[clean] = c.seconds > 0 ? c.tx / c.seconds : 0;
         cyc_p99[clean] = Percentiles(c.lat_us).p99;
@@ -1528,33 +1848,52 @@ void Bench::LogThroughput() {
       if (cyc_tps[0] > 0) rt.push_back(cyc_tps[1] / cyc_tps[0]);
       if (cyc_p99[0] > 0) rp.push_back(cyc_p99[1] / cyc_p99[0]);
     }
-    log_md_.push_back("| " + std::string(w == "inc" ? "increment (lock + produce)" : "produce") + " | " + Join(tps[0], 0) +
-                      " | " + Join(tps[1], 0) + " | " + Join(rt, 2) + " | **" + Fmt(Median(rt), 2) + "** (goal >= 0.90) | " +
-                      Join(p99[0], 0) + " | " + Join(p99[1], 0) + " | " + Join(rp, 2) + " | **" + Fmt(Median(rp), 2) +
-                      "**" + (w == "inc" ? " (goal <= 1.15)" : "") + " | " + std::to_string(deleted) + " |");
-    std::fprintf(stderr, "  log tput %s: throughput ratio median %.2f, p99 ratio median %.2f\n", w.c_str(), Median(rt),
-                 Median(rp));
+    log_md_.push_back(
+        "| " +
+        std::string(w == "inc" ? "increment (lock + produce)" : "produce") +
+        " | " + Join(tps[0], 0) + " | " + Join(tps[1], 0) + " | " +
+        Join(rt, 2) + " | **" + Fmt(Median(rt), 2) + "** (goal >= 0.90) | " +
+        Join(p99[0], 0) + " | " + Join(p99[1], 0) + " | " + Join(rp, 2) +
+        " | **" + Fmt(Median(rp), 2) + "**" +
+        (w == "inc" ? " (goal <= 1.15)" : "") + " | " +
+        std::to_string(deleted) + " |");
+    std::fprintf(
+        stderr,
+        "  log tput %s: throughput ratio median %.2f, p99 ratio median %.2f\n",
+        w.c_str(), Median(rt), Median(rp));
     // What the cleaner cost the server: its statements' execution time
     // (the topic's only CompactLog, so pg_stat_statements has just its).
     if (pgss_ && clean_seconds > 0) {
-      Res r = mon_.Exec("SELECT coalesce(sum(total_exec_time), 0), coalesce(sum(total_exec_time) FILTER (WHERE query LIKE "
-                        "'%compaction:CompactLog:messages%'), 0), coalesce(sum(shared_blks_hit + shared_blks_read) "
-                        "FILTER (WHERE query LIKE '%compaction:CompactLog:messages%'), 0) FROM pg_stat_statements "
-                        "WHERE query LIKE '%log_cleaner_state%' OR query LIKE '%compaction:CompactLog%'");
-      const double all_ms = std::stod(PQgetvalue(r.get(), 0, 0)), msg_ms = std::stod(PQgetvalue(r.get(), 0, 1));
+      Res r = mon_.Exec(
+          "SELECT coalesce(sum(total_exec_time), 0), "
+          "coalesce(sum(total_exec_time) FILTER (WHERE query LIKE "
+          "'%compaction:CompactLog:messages%'), 0), "
+          "coalesce(sum(shared_blks_hit + shared_blks_read) "
+          "FILTER (WHERE query LIKE '%compaction:CompactLog:messages%'), 0) "
+          "FROM pg_stat_statements "
+          "WHERE query LIKE '%log_cleaner_state%' OR query LIKE "
+          "'%compaction:CompactLog%'");
+      const double all_ms = std::stod(PQgetvalue(r.get(), 0, 0)),
+                   msg_ms = std::stod(PQgetvalue(r.get(), 0, 1));
       const double blks = std::stod(PQgetvalue(r.get(), 0, 2));
       const double rows = std::max<std::int64_t>(deleted, 1);
-      cost.push_back("| " + w + " | " + Fmt(clean_seconds, 1) + " | " + std::to_string(deleted) + " | " +
-                     Fmt(deleted / clean_seconds) + " | " + Fmt(all_ms / 1000 / clean_seconds, 2) + " | " +
-                     Fmt(1000 * msg_ms / rows, 1) + " | " + Fmt(blks / rows, 1) + " |");
+      cost.push_back(
+          "| " + w + " | " + Fmt(clean_seconds, 1) + " | " +
+          std::to_string(deleted) + " | " + Fmt(deleted / clean_seconds) +
+          " | " + Fmt(all_ms / 1000 / clean_seconds, 2) + " | " +
+          Fmt(1000 * msg_ms / rows, 1) + " | " + Fmt(blks / rows, 1) + " |");
     }
   }
   log_md_.push_back("");
   if (!cost.empty()) {
-    log_md_.push_back("The cleaner's own cost in those phases (pg_stat_statements over its statements; execution time, "
-                      "not waiting for a client):\n");
-    log_md_.push_back("| workload | cleaner phase s | rows deleted | rows/s | server s per s (cores) | messages step us per "
-                      "deleted row | buffers per deleted row |");
+    log_md_.push_back(
+        "The cleaner's own cost in those phases (pg_stat_statements over its "
+        "statements; execution time, "
+        "not waiting for a client):\n");
+    log_md_.push_back(
+        "| workload | cleaner phase s | rows deleted | rows/s | server s per s "
+        "(cores) | messages step us per "
+        "deleted row | buffers per deleted row |");
     log_md_.push_back("|---|---|---|---|---|---|---|");
     for (auto& c : cost) log_md_.push_back(c);
     log_md_.push_back("");
@@ -1572,31 +1911,48 @@ void Bench::LogDeleteRate() {
   const int keys = o_.short_mode ? 100 : 10000;
   const long versions = o_.log_removable / keys + 1;
   const long removable = (versions - 1) * keys;
-  Client client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
+  Client client =
+      Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
   RegisterLogTopic(client, topic, 600);  // 10 min; the data is 1 h old
   auto build = [&] {
     ResetCleaner(topic);
     const auto t0 = Clock::now();
-    mon_.Exec("INSERT INTO " + Msg(topic) + " (message_key, schema_version, compaction_rank, payload, created_at) "
-              "SELECT (i % " + std::to_string(keys) + ")::text, 1, 0, jsonb_build_object('value', i), "
-              "now() - interval '1 hour' + i * interval '1 microsecond' FROM generate_series(0, " +
-              std::to_string(keys * versions - 1) + ") i");
-    mon_.Exec("INSERT INTO " + Head(topic) + " (message_key, head_id, schema_version, compaction_rank, created_at, "
-              "updated_at, idle_since) SELECT message_key, max(id), 1, 0, now(), now(), NULL FROM " + Msg(topic) +
-              " GROUP BY message_key");
+    mon_.Exec(
+        "INSERT INTO " + Msg(topic) +
+        " (message_key, schema_version, compaction_rank, payload, created_at) "
+        "SELECT (i % " +
+        std::to_string(keys) +
+        ")::text, 1, 0, jsonb_build_object('value', i), "
+        "now() - interval '1 hour' + i * interval '1 microsecond' FROM "
+        "generate_series(0, " +
+        std::to_string(keys * versions - 1) + ") i");
+    mon_.Exec(
+        "INSERT INTO " + Head(topic) +
+        " (message_key, head_id, schema_version, compaction_rank, created_at, "
+        "updated_at, idle_since) SELECT message_key, max(id), 1, 0, now(), "
+        "now(), NULL FROM " +
+        Msg(topic) + " GROUP BY message_key");
     mon_.Exec("VACUUM ANALYZE " + Msg(topic));
     mon_.Exec("VACUUM ANALYZE " + Head(topic));
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
   // `diag`: the same with enable_bitmapscan off for the cleaner's sessions
   // (a diagnostic of the older-versions scan, RESULTS.md run H-log).
-  struct Method { std::string name; int batch; bool daemon; bool once; bool diag; };
+  struct Method {
+    std::string name;
+    int batch;
+    bool daemon;
+    bool once;
+    bool diag;
+  };
   const std::vector<Method> methods = {
       {"one unbounded DELETE", 0, false, false, false},
       {"CompactLog batch 1000, unpaced", 1000, false, false, false},
       {"CompactLog batch 10000, unpaced", 10000, false, true, false},
-      {"CompactLog, compactiond's options (batch 1000, pause 10 ms, duty 0.5)", 1000, true, true, false},
-      {"CompactLog batch 1000, unpaced, enable_bitmapscan = off (diagnostic)", 1000, false, true, true}};
+      {"CompactLog, compactiond's options (batch 1000, pause 10 ms, duty 0.5)",
+       1000, true, true, false},
+      {"CompactLog batch 1000, unpaced, enable_bitmapscan = off (diagnostic)",
+       1000, false, true, true}};
   std::map<std::string, std::vector<double>> rates, walb;
   std::map<std::string, std::string> done_rows;
   std::map<std::string, int> passes;
@@ -1606,8 +1962,10 @@ void Bench::LogDeleteRate() {
     for (const Method& m : methods) {
       if (m.once && round > 0) continue;
       build_s = build();
-      if (m.diag) mon_.Exec("ALTER ROLE CURRENT_USER SET enable_bitmapscan = off");
-      Client cleaner_client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
+      if (m.diag)
+        mon_.Exec("ALTER ROLE CURRENT_USER SET enable_bitmapscan = off");
+      Client cleaner_client =
+          Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
       if (pgss_) mon_.Exec("SELECT pg_stat_statements_reset()");
       const std::int64_t wal0 = Snapshot().wal;
       const auto t0 = Clock::now();
@@ -1615,14 +1973,21 @@ void Bench::LogDeleteRate() {
       int np = 0;
       bool capped = false;
       if (m.batch == 0) {
-        Res r = mon_.Exec("DELETE FROM " + Msg(topic) + " m WHERE m.created_at < now() - (SELECT retention_ms FROM " + q_ +
-                          ".topic WHERE name = $1) * interval '1 millisecond' AND NOT EXISTS (SELECT 1 FROM " +
-                          Head(topic) + " h WHERE h.message_key = m.message_key AND h.head_id = m.id)", {topic});
+        Res r = mon_.Exec(
+            "DELETE FROM " + Msg(topic) +
+                " m WHERE m.created_at < now() - (SELECT retention_ms FROM " +
+                q_ +
+                ".topic WHERE name = $1) * interval '1 millisecond' AND NOT "
+                "EXISTS (SELECT 1 FROM " +
+                Head(topic) +
+                " h WHERE h.message_key = m.message_key AND h.head_id = m.id)",
+            {topic});
         deleted = std::stoll(PQcmdTuples(r.get()));
         np = 1;
       } else {
         compaction::Janitor janitor(cleaner_client);
-        compaction::SweepOptions so = m.daemon ? DaemonSweepOptions() : compaction::SweepOptions{};
+        compaction::SweepOptions so =
+            m.daemon ? DaemonSweepOptions() : compaction::SweepOptions{};
         so.batch_size = m.batch;
         // Passes of 100,000 rows, so the time cap is checked between them.
         so.max_batches = std::max(1, 100000 / m.batch);
@@ -1632,7 +1997,8 @@ void Bench::LogDeleteRate() {
           deleted += r.deleted_messages;
           ++np;
           if (r.deleted_messages == 0 && !r.stopped_at_limit) break;
-          if (std::chrono::duration<double>(Clock::now() - t0).count() > o_.log_delete_cap) {
+          if (std::chrono::duration<double>(Clock::now() - t0).count() >
+              o_.log_delete_cap) {
             capped = true;
             break;
           }
@@ -1641,46 +2007,71 @@ void Bench::LogDeleteRate() {
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       const std::int64_t wal = Snapshot().wal - wal0;
       if (m.diag) mon_.Exec("ALTER ROLE CURRENT_USER RESET enable_bitmapscan");
-      if (round == 0 && m.batch == 1000 && !m.daemon && !m.diag) statements = CleanerStatements();
+      if (round == 0 && m.batch == 1000 && !m.daemon && !m.diag)
+        statements = CleanerStatements();
       const std::int64_t left = mon_.Int("SELECT count(*) FROM " + Msg(topic));
       if (!capped && (deleted != removable || left != keys)) {
-        errors_.push_back("log delete " + m.name + ": deleted " + std::to_string(deleted) + " of " +
-                          std::to_string(removable) + ", " + std::to_string(left) + " rows left (want " +
-                          std::to_string(keys) + ")");
+        errors_.push_back(
+            "log delete " + m.name + ": deleted " + std::to_string(deleted) +
+            " of " + std::to_string(removable) + ", " + std::to_string(left) +
+            " rows left (want " + std::to_string(keys) + ")");
       }
       CheckHeads(topic, "after " + m.name);
       rates[m.name].push_back(deleted / s);
       walb[m.name].push_back((double)wal / std::max<std::int64_t>(deleted, 1));
       passes[m.name] = np;
-      done_rows[m.name] += (done_rows[m.name].empty() ? "" : " / ") + std::to_string(deleted) + " in " + Fmt(s, 1) +
-                           " s" + (capped ? " (time cap)" : "");
-      std::fprintf(stderr, "  log delete %s: %lld rows in %.2f s (%.0f rows/s, build %.1f s)%s\n", m.name.c_str(),
-                   (long long)deleted, s, deleted / s, build_s, capped ? " TIME CAP" : "");
+      done_rows[m.name] += (done_rows[m.name].empty() ? "" : " / ") +
+                           std::to_string(deleted) + " in " + Fmt(s, 1) + " s" +
+                           (capped ? " (time cap)" : "");
+      std::fprintf(stderr,
+                   "  log delete %s: %lld rows in %.2f s (%.0f rows/s, build "
+                   "%.1f s)%s\n",
+                   m.name.c_str(), (long long)deleted, s, deleted / s, build_s,
+                   capped ? " TIME CAP" : "");
     }
   }
   const double base = Median(rates[methods[0].name]);
   log_md_.push_back("#### Delete rate\n");
-  log_md_.push_back(std::to_string(removable) + " removable messages: " + std::to_string(keys) + " keys x " +
-                    std::to_string(versions) + " versions, interleaved in id order (version v of every key before "
-                    "version v + 1), created_at 1 h ago, retention 10 min; the head table names each key's last "
-                    "version (" + std::to_string(keys) + " heads). Built before every method with `INSERT .. SELECT "
-                    "generate_series` into the message and head tables and `VACUUM ANALYZE` (" + Fmt(build_s, 1) +
-                    " s), the cleaner's position reset to 0. The DELETE is the statement an operator would write: "
-                    "`DELETE FROM message m WHERE created_at < now() - retention AND NOT EXISTS (head naming m)`. "
-                    "CompactLog passes of 100,000 rows (max_batches = 100,000 / batch) until one deletes nothing, "
-                    "stopped after " + Fmt(o_.log_delete_cap) + " s (time cap: the rate is then over the part that ran). " +
-                    std::to_string(o_.log_delete_rounds) + " rounds of the DELETE and batch 1000 (in that order), the other "
-                    "methods once (after round 1's).\n");
-  log_md_.push_back("| method | rows deleted, seconds (per round) | rows/s per round | median rows/s | ratio to the DELETE | WAL bytes/row | passes |");
+  log_md_.push_back(
+      std::to_string(removable) + " removable messages: " +
+      std::to_string(keys) + " keys x " + std::to_string(versions) +
+      " versions, interleaved in id order (version v of every key before "
+      "version v + 1), created_at 1 h ago, retention 10 min; the head table "
+      "names each key's last "
+      "version (" +
+      std::to_string(keys) +
+      " heads). Built before every method with `INSERT .. SELECT "
+      "generate_series` into the message and head tables and `VACUUM ANALYZE` "
+      "(" +
+      Fmt(build_s, 1) +
+      " s), the cleaner's position reset to 0. The DELETE is the statement an "
+      "operator would write: "
+      "`DELETE FROM message m WHERE created_at < now() - retention AND NOT "
+      "EXISTS (head naming m)`. "
+      "CompactLog passes of 100,000 rows (max_batches = 100,000 / batch) until "
+      "one deletes nothing, "
+      "stopped after " +
+      Fmt(o_.log_delete_cap) +
+      " s (time cap: the rate is then over the part that ran). " +
+      std::to_string(o_.log_delete_rounds) +
+      " rounds of the DELETE and batch 1000 (in that order), the other "
+      "methods once (after round 1's).\n");
+  log_md_.push_back(
+      "| method | rows deleted, seconds (per round) | rows/s per round | "
+      "median rows/s | ratio to the DELETE | WAL bytes/row | passes |");
   log_md_.push_back("|---|---|---|---|---|---|---|");
   for (const Method& m : methods) {
     const double r = Median(rates[m.name]);
-    log_md_.push_back("| " + m.name + " | " + done_rows[m.name] + " | " + Join(rates[m.name], 0) + " | " + Fmt(r) + " | " +
-                      (base > 0 ? Fmt(r / base, 2) : "-") + " | " + Fmt(Median(walb[m.name])) + " | " +
+    log_md_.push_back("| " + m.name + " | " + done_rows[m.name] + " | " +
+                      Join(rates[m.name], 0) + " | " + Fmt(r) + " | " +
+                      (base > 0 ? Fmt(r / base, 2) : "-") + " | " +
+                      Fmt(Median(walb[m.name])) + " | " +
                       std::to_string(passes[m.name]) + " |");
   }
   log_md_.push_back("");
-  log_md_.push_back("Server-side cost of the cleaner's statements in round 1, batch 1000 (pg_stat_statements):\n");
+  log_md_.push_back(
+      "Server-side cost of the cleaner's statements in round 1, batch 1000 "
+      "(pg_stat_statements):\n");
   log_md_.push_back(statements);
   ResetCleaner(topic);
 }
@@ -1689,45 +2080,70 @@ void Bench::LogDeleteRate() {
 // sizes: passes until the position is final, then timed passes.
 void Bench::LogIdlePass() {
   const std::string topic = "log-idle";
-  Client client = Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
+  Client client =
+      Client::Connect("", ClientOptions{o_.schema, 2, "bench-log-cleaner"});
   RegisterLogTopic(client, topic, 600);
   ResetCleaner(topic);
   compaction::Janitor janitor(client);
-  const compaction::SweepOptions so;  // the library's defaults: batch 1000, max_batches 1000
+  const compaction::SweepOptions
+      so;  // the library's defaults: batch 1000, max_batches 1000
   const int timed = o_.short_mode ? 5 : 21;
   log_md_.push_back("#### A pass with nothing to delete\n");
-  log_md_.push_back("A log of heads only (one message per key, every message its key's head, created_at 1 h ago, "
-                    "retention 10 min, so every message is out of retention but none is removable), grown to each "
-                    "size with `INSERT .. SELECT generate_series` into the message and head tables (1,000,000 rows "
-                    "per statement; building through Produce would take hours on this machine), then "
-                    "`VACUUM ANALYZE`. `CompactLog` with the library's default options (batch 1000, max_batches "
-                    "1000, unpaced) runs until the cleaner's position (log_cleaner_state.position and "
-                    "pending_position) stops moving, then " + std::to_string(timed) + " timed passes (wall clock "
-                    "of the call: claim, two walks, bookkeeping).\n");
-  log_md_.push_back("| heads | build s | first pass: ms, rows walked | passes until final, total s | idle pass p50 ms | max ms | goal <= 50 ms |");
+  log_md_.push_back(
+      "A log of heads only (one message per key, every message its key's head, "
+      "created_at 1 h ago, "
+      "retention 10 min, so every message is out of retention but none is "
+      "removable), grown to each "
+      "size with `INSERT .. SELECT generate_series` into the message and head "
+      "tables (1,000,000 rows "
+      "per statement; building through Produce would take hours on this "
+      "machine), then "
+      "`VACUUM ANALYZE`. `CompactLog` with the library's default options "
+      "(batch 1000, max_batches "
+      "1000, unpaced) runs until the cleaner's position "
+      "(log_cleaner_state.position and "
+      "pending_position) stops moving, then " +
+      std::to_string(timed) +
+      " timed passes (wall clock "
+      "of the call: claim, two walks, bookkeeping).\n");
+  log_md_.push_back(
+      "| heads | build s | first pass: ms, rows walked | passes until final, "
+      "total s | idle pass p50 ms | max ms | goal <= 50 ms |");
   log_md_.push_back("|---|---|---|---|---|---|---|");
   long have = 0;
   std::string last_statements;
   auto state = [&] {
-    Res r = mon_.Exec("SELECT position, coalesce(pending_position, -1) FROM " + q_ +
-                      ".log_cleaner_state WHERE topic_id = $1", {std::to_string(TopicId(topic))});
-    return std::make_pair(std::stoll(PQgetvalue(r.get(), 0, 0)), std::stoll(PQgetvalue(r.get(), 0, 1)));
+    Res r = mon_.Exec("SELECT position, coalesce(pending_position, -1) FROM " +
+                          q_ + ".log_cleaner_state WHERE topic_id = $1",
+                      {std::to_string(TopicId(topic))});
+    return std::make_pair(std::stoll(PQgetvalue(r.get(), 0, 0)),
+                          std::stoll(PQgetvalue(r.get(), 0, 1)));
   };
-  std::vector<long> sizes = o_.short_mode ? std::vector<long>{1000, 10000} : o_.log_heads;
+  std::vector<long> sizes =
+      o_.short_mode ? std::vector<long>{1000, 10000} : o_.log_heads;
   for (long size : sizes) {
     const auto b0 = Clock::now();
     for (long from = have + 1; from <= size; from += 1000000) {
       const long to = std::min(size, from + 999999);
-      mon_.Exec("WITH m AS (INSERT INTO " + Msg(topic) + " (message_key, schema_version, compaction_rank, payload, "
-                "created_at) SELECT 'h' || i, 1, 0, '{\"value\": 0}', now() - interval '1 hour' FROM "
-                "generate_series(" + std::to_string(from) + ", " + std::to_string(to) + ") i RETURNING id, message_key) "
-                "INSERT INTO " + Head(topic) + " (message_key, head_id, schema_version, compaction_rank, created_at, "
-                "updated_at, idle_since) SELECT message_key, id, 1, 0, now(), now(), NULL FROM m");
+      mon_.Exec("WITH m AS (INSERT INTO " + Msg(topic) +
+                " (message_key, schema_version, compaction_rank, payload, "
+                "created_at) SELECT 'h' || i, 1, 0, '{\"value\": 0}', now() - "
+                "interval '1 hour' FROM "
+                "generate_series(" +
+                std::to_string(from) + ", " + std::to_string(to) +
+                ") i RETURNING id, message_key) "
+                "INSERT INTO " +
+                Head(topic) +
+                " (message_key, head_id, schema_version, compaction_rank, "
+                "created_at, "
+                "updated_at, idle_since) SELECT message_key, id, 1, 0, now(), "
+                "now(), NULL FROM m");
     }
     const std::int64_t walked_before = state().first;
     mon_.Exec("VACUUM ANALYZE " + Msg(topic));
     mon_.Exec("VACUUM ANALYZE " + Head(topic));
-    const double build_s = std::chrono::duration<double>(Clock::now() - b0).count();
+    const double build_s =
+        std::chrono::duration<double>(Clock::now() - b0).count();
     // Until final.
     const auto c0 = Clock::now();
     double first_ms = 0;
@@ -1737,9 +2153,12 @@ void Bench::LogIdlePass() {
     for (;;) {
       const auto t0 = Clock::now();
       auto r = janitor.CompactLog(topic, so);
-      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      const double ms =
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       ++np;
-      if (r.deleted_messages) errors_.push_back("log idle: a pass deleted " + std::to_string(r.deleted_messages));
+      if (r.deleted_messages)
+        errors_.push_back("log idle: a pass deleted " +
+                          std::to_string(r.deleted_messages));
       auto now = state();
       if (np == 1) {
         first_ms = ms;
@@ -1752,26 +2171,39 @@ void Bench::LogIdlePass() {
         break;
       }
     }
-    const double until_final_s = std::chrono::duration<double>(Clock::now() - c0).count();
-    if (prev.first != mon_.Int("SELECT coalesce(max(id), 0) FROM " + Msg(topic))) {
-      errors_.push_back("log idle: final position " + std::to_string(prev.first) + " is not the last id");
+    const double until_final_s =
+        std::chrono::duration<double>(Clock::now() - c0).count();
+    if (prev.first !=
+        mon_.Int("SELECT coalesce(max(id), 0) FROM " + Msg(topic))) {
+      errors_.push_back("log idle: final position " +
+                        std::to_string(prev.first) + " is not the last id");
     }
     if (pgss_) mon_.Exec("SELECT pg_stat_statements_reset()");
     std::vector<double> ms;
     for (int i = 0; i < timed; ++i) {
       const auto t0 = Clock::now();
       auto r = janitor.CompactLog(topic, so);
-      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      if (r.deleted_messages) errors_.push_back("log idle: a timed pass deleted " + std::to_string(r.deleted_messages));
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (r.deleted_messages)
+        errors_.push_back("log idle: a timed pass deleted " +
+                          std::to_string(r.deleted_messages));
     }
     const std::string statements = CleanerStatements();
     const double p50 = Median(ms), mx = *std::max_element(ms.begin(), ms.end());
-    log_md_.push_back("| " + std::to_string(size) + " | " + Fmt(build_s, 1) + " | " + Fmt(first_ms, 0) + " ms, " +
-                      std::to_string(first_walked) + " | " + std::to_string(np) + ", " + Fmt(until_final_s, 1) + " | **" +
-                      Fmt(p50, 2) + "** | " + Fmt(mx, 2) + " | " + (p50 <= 50 ? "met" : "**missed**") + " |");
-    last_statements = "Server-side cost of the " + std::to_string(timed) + " timed passes at " +
-                       std::to_string(size) + " heads (pg_stat_statements; each pass's statements):\n\n" + statements;
-    std::fprintf(stderr, "  log idle %ld heads: build %.1f s, first pass %.0f ms, %d passes to final (%.1f s), idle p50 %.2f ms\n",
+    log_md_.push_back("| " + std::to_string(size) + " | " + Fmt(build_s, 1) +
+                      " | " + Fmt(first_ms, 0) + " ms, " +
+                      std::to_string(first_walked) + " | " +
+                      std::to_string(np) + ", " + Fmt(until_final_s, 1) +
+                      " | **" + Fmt(p50, 2) + "** | " + Fmt(mx, 2) + " | " +
+                      (p50 <= 50 ? "met" : "**missed**") + " |");
+    last_statements =
+        "Server-side cost of the " + std::to_string(timed) +
+        " timed passes at " + std::to_string(size) +
+        " heads (pg_stat_statements; each pass's statements):\n\n" + statements;
+    std::fprintf(stderr,
+                 "  log idle %ld heads: build %.1f s, first pass %.0f ms, %d "
+                 "passes to final (%.1f s), idle p50 %.2f ms\n",
                  size, build_s, first_ms, np, until_final_s, p50);
     have = size;
     CheckHeads(topic, "after the idle passes");
@@ -1788,14 +2220,19 @@ struct Agg {
 };
 
 void Bench::Report() {
-  const std::vector<std::string> workloads = {"inc", "hot", "new", "read", "produce"};
+  const std::vector<std::string> workloads = {"inc", "hot", "new", "read",
+                                              "produce"};
   const std::map<std::string, std::string> title = {
-      {"inc", "(1) increment: LockCompactionHead + ProduceInTx + commit, 10,000 uniform keys"},
+      {"inc",
+       "(1) increment: LockCompactionHead + ProduceInTx + commit, 10,000 "
+       "uniform keys"},
       {"hot", "(2) increment on one hot key"},
       {"new", "(3) lock-only on always-new keys (headless-row creation)"},
       {"read", "(4) plain CompactionHead reads, 10,000 keys"},
       {"produce", "(5) compacted Produce without a lock, 10,000 keys"}};
-  const std::vector<std::string> variants = {"library", "library-unnamed", "pgbench", "pgbench-extended", "advisory", "serializable", "conditional", "upsert-lock"};
+  const std::vector<std::string> variants = {
+      "library",  "library-unnamed", "pgbench",     "pgbench-extended",
+      "advisory", "serializable",    "conditional", "upsert-lock"};
   std::map<std::tuple<std::string, std::string, int>, Agg> agg;
   for (auto& c : cells_) {
     Agg& a = agg[{c.workload, c.variant, c.threads}];
@@ -1823,9 +2260,12 @@ void Bench::Report() {
   for (auto& s : sqlcheck_md_) md << s << "\n";
   md << "\n### Throughput and latency\n\n"
      << "Each cell: " << Fmt(o_.duration, 1) << " s, " << o_.rounds
-     << " rounds alternating the variant order; tx/s = all transactions / all seconds of the rounds; "
-        "p50/p99 over every transaction of all rounds; retries, dead tuples (net n_dead_tup growth after HOT pruning), "
-        "updates (n_tup_upd, HOT share) and WAL bytes per committed transaction; ratio = tx/s / pgbench tx/s "
+     << " rounds alternating the variant order; tx/s = all transactions / all "
+        "seconds of the rounds; "
+        "p50/p99 over every transaction of all rounds; retries, dead tuples "
+        "(net n_dead_tup growth after HOT pruning), "
+        "updates (n_tup_upd, HOT share) and WAL bytes per committed "
+        "transaction; ratio = tx/s / pgbench tx/s "
         "(per-round ratios in brackets).\n\n";
   std::map<std::string, std::map<int, std::map<std::string, double>>> tput;
   for (auto& w : workloads) {
@@ -1833,11 +2273,16 @@ void Bench::Report() {
     for (auto& [k, a] : agg) any |= std::get<0>(k) == w;
     if (!any) continue;
     md << "#### " << title.at(w) << "\n\n"
-       << "| threads | variant | tx/s | per round | p50 us | p99 us | retries/tx | dead/tx | upd/tx (HOT %) | WAL B/tx | client CPU us/tx | client ctx switches/tx | server CPU us/tx | ratio to pgbench [per round] |\n"
+       << "| threads | variant | tx/s | per round | p50 us | p99 us | "
+          "retries/tx | dead/tx | upd/tx (HOT %) | WAL B/tx | client CPU us/tx "
+          "| client ctx switches/tx | server CPU us/tx | ratio to pgbench [per "
+          "round] |\n"
        << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (int t : o_.threads) {
       auto pit = agg.find({w, "pgbench", t});
-      const double pg_tps = pit != agg.end() && pit->second.seconds > 0 ? pit->second.tx / pit->second.seconds : 0;
+      const double pg_tps = pit != agg.end() && pit->second.seconds > 0
+                                ? pit->second.tx / pit->second.seconds
+                                : 0;
       for (auto& v : variants) {
         auto it = agg.find({w, v, t});
         if (it == agg.end()) continue;
@@ -1850,22 +2295,32 @@ void Bench::Report() {
         std::string rr;
         for (size_t i = 0; i < a.per_round.size(); ++i) {
           rounds += (i ? " / " : "") + Fmt(a.per_round[i]);
-          if (pit != agg.end() && i < pit->second.per_round.size() && pit->second.per_round[i] > 0)
-            rr += (i ? " / " : "") + Fmt(a.per_round[i] / pit->second.per_round[i], 2);
+          if (pit != agg.end() && i < pit->second.per_round.size() &&
+              pit->second.per_round[i] > 0)
+            rr += (i ? " / " : "") +
+                  Fmt(a.per_round[i] / pit->second.per_round[i], 2);
         }
-        md << "| " << t << " | " << v << (a.errors ? " (ERRORS)" : "") << " | " << Fmt(tps) << " | " << rounds << " | "
-           << Fmt(d.p50) << " | " << Fmt(d.p99) << " | " << Fmt(a.retries / n, 3) << " | "
+        md << "| " << t << " | " << v << (a.errors ? " (ERRORS)" : "") << " | "
+           << Fmt(tps) << " | " << rounds << " | " << Fmt(d.p50) << " | "
+           << Fmt(d.p99) << " | " << Fmt(a.retries / n, 3) << " | "
            << Fmt(a.d.dead / n, 2) << " | " << Fmt(a.d.upd / n, 2) << " ("
-           << Fmt(a.d.upd ? 100.0 * a.d.hot / a.d.upd : 0) << " %) | " << Fmt(a.d.wal / n) << " | " << Fmt(1e6 * a.client_cpu / n, 1) << " | " << Fmt(a.client_csw / n, 2) << " | "
+           << Fmt(a.d.upd ? 100.0 * a.d.hot / a.d.upd : 0) << " %) | "
+           << Fmt(a.d.wal / n) << " | " << Fmt(1e6 * a.client_cpu / n, 1)
+           << " | " << Fmt(a.client_csw / n, 2) << " | "
            << Fmt(1e6 * a.server_cpu / n, 1) << " | "
-           << (v == "pgbench" || pg_tps == 0 ? std::string("1") : Fmt(tps / pg_tps, 2) + " [" + rr + "]") << " |\n";
+           << (v == "pgbench" || pg_tps == 0
+                   ? std::string("1")
+                   : Fmt(tps / pg_tps, 2) + " [" + rr + "]")
+           << " |\n";
       }
     }
     md << "\n";
     std::ofstream dat(fs::path(o_.out) / ("throughput_" + w + ".dat"));
     dat << "threads";
     std::vector<std::string> present;
-    for (auto& v : variants) if (tput[w].begin() != tput[w].end() && tput[w].begin()->second.count(v)) present.push_back(v);
+    for (auto& v : variants)
+      if (tput[w].begin() != tput[w].end() && tput[w].begin()->second.count(v))
+        present.push_back(v);
     for (auto& v : present) dat << " " << v;
     dat << "\n";
     for (int t : o_.threads) {
@@ -1876,8 +2331,10 @@ void Bench::Report() {
   }
   // Lines for the headline table (16 threads, or the largest count run).
   const int top = *std::max_element(o_.threads.begin(), o_.threads.end());
-  md << "### Headline ratios at " << top << " threads\n\n| workload | library / pgbench |";
-  for (auto& v : {"advisory", "serializable", "conditional", "upsert-lock"}) md << " seed / " << v << " |";
+  md << "### Headline ratios at " << top
+     << " threads\n\n| workload | library / pgbench |";
+  for (auto& v : {"advisory", "serializable", "conditional", "upsert-lock"})
+    md << " seed / " << v << " |";
   md << "\n|---|---|---|---|---|---|\n";
   for (auto& w : workloads) {
     if (!tput.count(w)) continue;
@@ -1889,16 +2346,24 @@ void Bench::Report() {
     auto pi = agg.find({w, "pgbench", top});
     if (li != agg.end() && pi != agg.end()) {
       std::vector<double> r;
-      for (size_t i = 0; i < li->second.per_round.size() && i < pi->second.per_round.size(); ++i)
-        if (pi->second.per_round[i] > 0) r.push_back(li->second.per_round[i] / pi->second.per_round[i]);
+      for (size_t i = 0;
+           i < li->second.per_round.size() && i < pi->second.per_round.size();
+           ++i)
+        if (pi->second.per_round[i] > 0)
+          r.push_back(li->second.per_round[i] / pi->second.per_round[i]);
       if (!r.empty()) {
         std::sort(r.begin(), r.end());
-        med = Fmt(r.size() % 2 ? r[r.size() / 2] : (r[r.size() / 2 - 1] + r[r.size() / 2]) / 2, 2);
+        med = Fmt(r.size() % 2 ? r[r.size() / 2]
+                               : (r[r.size() / 2 - 1] + r[r.size() / 2]) / 2,
+                  2);
       }
     }
-    md << "| " << w << " | " << (m["pgbench"] > 0 ? Fmt(m["library"] / m["pgbench"], 2) : "-") << " (median of rounds " << med << ") |";
+    md << "| " << w << " | "
+       << (m["pgbench"] > 0 ? Fmt(m["library"] / m["pgbench"], 2) : "-")
+       << " (median of rounds " << med << ") |";
     for (auto& v : {"advisory", "serializable", "conditional", "upsert-lock"})
-      md << " " << (m.count(v) && m[v] > 0 ? Fmt(m["library"] / m[v], 2) : "-") << " |";
+      md << " " << (m.count(v) && m[v] > 0 ? Fmt(m["library"] / m[v], 2) : "-")
+         << " |";
     md << "\n";
   }
   md << "\n### Janitor\n\n";
@@ -1912,14 +2377,18 @@ void Bench::Report() {
   for (auto& e : errors_) md << "- " << e << "\n";
 
   std::ofstream gp(fs::path(o_.out) / "plot.gp");
-  gp << "set terminal pngcairo size 1500,900 font ',10'\nset output 'throughput.png'\n"
-        "set multiplot layout 2,3 title 'libcompaction vs pgbench (same SQL) vs rejected designs: throughput by client threads'\n"
-        "set logscale x 2\nset xtics (1,4,16)\nset xrange [0.8:20]\nset yrange [0:*]\nset key top left font ',8'\n"
+  gp << "set terminal pngcairo size 1500,900 font ',10'\nset output "
+        "'throughput.png'\n"
+        "set multiplot layout 2,3 title 'libcompaction vs pgbench (same SQL) "
+        "vs rejected designs: throughput by client threads'\n"
+        "set logscale x 2\nset xtics (1,4,16)\nset xrange [0.8:20]\nset yrange "
+        "[0:*]\nset key top left font ',8'\n"
         "set grid\nset xlabel 'client threads'\nset ylabel 'tx/s'\n";
   for (auto& w : workloads) {
     if (!tput.count(w)) continue;
     gp << "set title '" << title.at(w) << "' font ',9'\n"
-       << "plot for [i=2:*] 'throughput_" << w << ".dat' using 1:i with linespoints lw 2 title columnheader(i)\n";
+       << "plot for [i=2:*] 'throughput_" << w
+       << ".dat' using 1:i with linespoints lw 2 title columnheader(i)\n";
   }
   gp << "unset multiplot\n";
 }
@@ -1946,12 +2415,15 @@ int Bench::Run() {
   section("throughput", [&] { ThroughputSection(); });
   if (want("janitor")) section("janitor", [&] { JanitorSection(); });
   if (want("stats")) section("stats", [&] { StatsSection(); });
-  const bool any_log = o_.only.empty() || o_.only.count("log") || o_.only.count("log-storage") ||
-                       o_.only.count("log-tput") || o_.only.count("log-delete") || o_.only.count("log-idle");
+  const bool any_log = o_.only.empty() || o_.only.count("log") ||
+                       o_.only.count("log-storage") ||
+                       o_.only.count("log-tput") ||
+                       o_.only.count("log-delete") || o_.only.count("log-idle");
   if (any_log && !o_.skip.count("log")) section("log", [&] { LogSection(); });
   if (o_.short_mode) mon_.Exec("DROP SCHEMA IF EXISTS " + q_ + " CASCADE");
   std::fprintf(stderr, "done in %.0f s; report: %s/report.md\n",
-               std::chrono::duration<double>(Clock::now() - t0).count(), o_.out.c_str());
+               std::chrono::duration<double>(Clock::now() - t0).count(),
+               o_.out.c_str());
   for (auto& e : errors_) std::fprintf(stderr, "ERROR: %s\n", e.c_str());
   return errors_.empty() && total_errors_ == 0 ? 0 : 1;
 }
@@ -1964,7 +2436,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
       return argv[++i];
     };
     if (a == "--short") {
@@ -1985,28 +2460,44 @@ int main(int argc, char** argv) {
       o.log_removable = 10000;
       o.log_delete_rounds = 1;
       o.log_delete_cap = 20;
-    } else if (a == "--out") o.out = next();
-    else if (a == "--duration") o.duration = std::stod(next());
-    else if (a == "--rounds") o.rounds = std::stoi(next());
-    else if (a == "--threads") o.threads = ParseInts(next());
-    else if (a == "--janitor-rows") o.janitor_rows = std::stol(next());
-    else if (a == "--topics") o.topics = std::stoi(next());
-    else if (a == "--janitor-cap") o.janitor_cap = std::stod(next());
-    else if (a == "--pgbench") o.pgbench = next();
-    else if (a == "--scripts") o.scripts = next();
+    } else if (a == "--out")
+      o.out = next();
+    else if (a == "--duration")
+      o.duration = std::stod(next());
+    else if (a == "--rounds")
+      o.rounds = std::stoi(next());
+    else if (a == "--threads")
+      o.threads = ParseInts(next());
+    else if (a == "--janitor-rows")
+      o.janitor_rows = std::stol(next());
+    else if (a == "--topics")
+      o.topics = std::stoi(next());
+    else if (a == "--janitor-cap")
+      o.janitor_cap = std::stod(next());
+    else if (a == "--pgbench")
+      o.pgbench = next();
+    else if (a == "--scripts")
+      o.scripts = next();
     else if (a == "--only") {
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) o.only.insert(x);
     } else if (a == "--skip") {
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) o.skip.insert(x);
-    } else if (a == "--log-seconds") o.log_seconds = std::stod(next());
-    else if (a == "--log-rate") o.log_rate = std::stoi(next());
-    else if (a == "--log-phase") o.log_phase = std::stod(next());
-    else if (a == "--log-cycles") o.log_cycles = std::stoi(next());
-    else if (a == "--log-removable") o.log_removable = std::stol(next());
-    else if (a == "--log-delete-rounds") o.log_delete_rounds = std::stoi(next());
-    else if (a == "--log-delete-cap") o.log_delete_cap = std::stod(next());
+    } else if (a == "--log-seconds")
+      o.log_seconds = std::stod(next());
+    else if (a == "--log-rate")
+      o.log_rate = std::stoi(next());
+    else if (a == "--log-phase")
+      o.log_phase = std::stod(next());
+    else if (a == "--log-cycles")
+      o.log_cycles = std::stoi(next());
+    else if (a == "--log-removable")
+      o.log_removable = std::stol(next());
+    else if (a == "--log-delete-rounds")
+      o.log_delete_rounds = std::stoi(next());
+    else if (a == "--log-delete-cap")
+      o.log_delete_cap = std::stod(next());
     else if (a == "--log-heads") {
       o.log_heads.clear();
       for (int x : ParseInts(next())) o.log_heads.push_back(x);
@@ -2014,11 +2505,20 @@ int main(int argc, char** argv) {
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) o.variants.insert(x);
     } else {
-      std::fprintf(stderr, "usage: %s [--short] [--out DIR] [--duration S] [--rounds N] [--threads 1,4,16] "
-                           "[--janitor-rows N] [--janitor-cap S] [--topics N] [--pgbench PATH] [--scripts DIR] [--only LIST] [--skip LIST] "
-                           "[--log-seconds S] [--log-rate N] [--log-phase S] [--log-cycles N] [--log-removable N] "
-                           "[--log-delete-rounds N] [--log-delete-cap S] [--log-heads 100000,1000000,10000000] "
-                           "[--variants library,library-unnamed,pgbench,pgbench-extended,advisory,serializable,conditional,upsert-lock]\n", argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--short] [--out DIR] [--duration S] [--rounds N] "
+          "[--threads 1,4,16] "
+          "[--janitor-rows N] [--janitor-cap S] [--topics N] [--pgbench PATH] "
+          "[--scripts DIR] [--only LIST] [--skip LIST] "
+          "[--log-seconds S] [--log-rate N] [--log-phase S] [--log-cycles N] "
+          "[--log-removable N] "
+          "[--log-delete-rounds N] [--log-delete-cap S] [--log-heads "
+          "100000,1000000,10000000] "
+          "[--variants "
+          "library,library-unnamed,pgbench,pgbench-extended,advisory,"
+          "serializable,conditional,upsert-lock]\n",
+          argv[0]);
       return 2;
     }
   }

@@ -1,8 +1,12 @@
 // Unit tests of compactiond's configuration layer: no database, no binary.
+#include "daemon/config.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cctype>
+#include <compaction/stats.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -11,11 +15,6 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include <compaction/stats.hpp>
-
-#include "daemon/config.hpp"
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
 #include "daemon/scheduler.hpp"
@@ -229,8 +228,9 @@ TEST_CASE("durations parse with units and reject garbage") {
 }
 
 TEST_CASE("precedence is flag > environment > file > default") {
-  std::string file = WriteFile("batch-size = 11\nmax-batches = 12\n"
-                               "pool-size = 3\n");
+  std::string file = WriteFile(
+      "batch-size = 11\nmax-batches = 12\n"
+      "pool-size = 3\n");
   ScopedEnv e1("COMPACTIOND_BATCH_SIZE", "21");
   ScopedEnv e2("COMPACTIOND_MAX_BATCHES", "22");
   Invocation inv =
@@ -248,8 +248,7 @@ TEST_CASE("precedence is flag > environment > file > default") {
 }
 
 TEST_CASE("invalid values name their key") {
-  CHECK_THAT(ErrorOf({"--batch-size", "0"}),
-             Catch::Contains("'batch-size'"));
+  CHECK_THAT(ErrorOf({"--batch-size", "0"}), Catch::Contains("'batch-size'"));
   CHECK_THAT(ErrorOf({"--stats-interval", "soon"}),
              Catch::Contains("'stats-interval'"));
   CHECK_THAT(ErrorOf({"--jitter", "2"}), Catch::Contains("'jitter'"));
@@ -298,9 +297,8 @@ TEST_CASE("batch-pause: default, every source, bounds, and the sweep options") {
                Catch::Contains("'batch-pause'"));
   }
   CHECK_THAT(ErrorOf({"--batch-pause", "30s", "--claim-ttl", "30s",
-                       "--statement-timeout", "5s"}),
-             Catch::Contains("'batch-pause'") &&
-                 Catch::Contains("claim-ttl"));
+                      "--statement-timeout", "5s"}),
+             Catch::Contains("'batch-pause'") && Catch::Contains("claim-ttl"));
   ScopedEnv env("COMPACTIOND_BATCH_PAUSE", "forever");
   CHECK_THAT(ErrorOf({}), Catch::Contains("'batch-pause'"));
 }
@@ -512,7 +510,10 @@ TEST_CASE("every duration setting has an upper bound") {
       {"reconnect-min", "365d", "365d1s", "365d", {"--reconnect-max", "365d"}},
       {"reconnect-max", "365d", "400d", "365d", {}},
       {"shutdown-timeout", "365d", "366d", "365d", {}},
-      {"statement-timeout", "2147483647ms", "2147483648ms", "2147483647ms",
+      {"statement-timeout",
+       "2147483647ms",
+       "2147483648ms",
+       "2147483647ms",
        {"--claim-ttl", "30d"}},
       {"stats-timeout", "2147483647ms", "25d", "2147483647ms", {}},
       {"batch-pause", "1m", "61s", "1m", {"--claim-ttl", "2m"}},
@@ -530,13 +531,12 @@ TEST_CASE("every duration setting has an upper bound") {
   // The TTL of `topic register`.
   CHECK(ParseInvocation({"topic", "register", "t", "--headless-ttl", "36500d"})
             .headless_ttl == kMaxTtl);
-  CHECK_THAT(ErrorOf({"topic", "register", "t", "--headless-ttl",
-                      "1000000000d"}),
-             Catch::Contains("'headless-ttl'") && Catch::Contains("36500d"));
+  CHECK_THAT(
+      ErrorOf({"topic", "register", "t", "--headless-ttl", "1000000000d"}),
+      Catch::Contains("'headless-ttl'") && Catch::Contains("36500d"));
   // Numbers beyond 64-bit milliseconds are refused, never wrapped.
-  for (const char* huge :
-       {"9999999999999999999d", "9223372036854775807ms", "106751991168d",
-        "106751991167d106751991167d"}) {
+  for (const char* huge : {"9999999999999999999d", "9223372036854775807ms",
+                           "106751991168d", "106751991167d106751991167d"}) {
     INFO(huge);
     CHECK_FALSE(ParseDuration(huge));
     CHECK_THAT(ErrorOf({"--claim-ttl", huge}), Catch::Contains("'claim-ttl'"));
@@ -574,7 +574,8 @@ TEST_CASE("listen addresses") {
 }
 
 }  // namespace
-TEST_CASE("cleaner settings: bounds, relations and the cleaner's sweep options") {
+TEST_CASE(
+    "cleaner settings: bounds, relations and the cleaner's sweep options") {
   const Invocation def = ParseInvocation({});
   CHECK(def.settings.cleaner_min_interval == std::chrono::seconds(1));
   CHECK(def.settings.cleaner_max_interval == std::chrono::minutes(5));
@@ -613,9 +614,9 @@ TEST_CASE("cleaner settings: bounds, relations and the cleaner's sweep options")
 }
 
 TEST_CASE("topic register takes retentions as durations or keep") {
-  const Invocation inv = ParseInvocation(
-      {"topic", "register", "t", "--retention", "0", "--tombstone-retention",
-       "keep"});
+  const Invocation inv =
+      ParseInvocation({"topic", "register", "t", "--retention", "0",
+                       "--tombstone-retention", "keep"});
   CHECK(inv.retention == std::chrono::milliseconds(0));
   CHECK(inv.tombstone_retention == compaction::kKeepForever);
   CHECK(ParseInvocation({"topic", "register", "t", "--retention", "36500d"})

@@ -51,8 +51,8 @@ std::int64_t Count(RawConn& raw, const std::string& table,
 std::int64_t DanglingHeads(LiveDb& db, const std::string& topic) {
   return db.raw().Int("SELECT count(*) FROM " + db.HeadTable(topic) +
                       " h WHERE h.head_id IS NOT NULL AND NOT EXISTS (SELECT 1 "
-                      "FROM " + db.MessageTable(topic) +
-                      " m WHERE m.id = h.head_id)");
+                      "FROM " +
+                      db.MessageTable(topic) + " m WHERE m.id = h.head_id)");
 }
 
 bool MessageExists(LiveDb& db, const std::string& topic, std::int64_t id) {
@@ -85,12 +85,13 @@ TEST_CASE("retention 0 removes every message but the heads") {
   CHECK(info.retention == 0ms);
   CHECK(info.tombstone_retention == 0ms);
   auto producer = topic.RegisterProducer();
-  producer.Produce(Counter{1}, Compacted("a"));                 // superseded
+  producer.Produce(Counter{1}, Compacted("a"));  // superseded
   const auto head = producer.Produce(Counter{2}, Compacted("a"));
   const auto lost = producer.Produce(Counter{3}, Compacted("a", -1));
-  CHECK_FALSE(lost.head_advanced);                              // lost on arrival
-  producer.Produce(Counter{4}, ProduceOptions{"a", std::nullopt});  // keyed, not compacted
-  producer.Produce(Counter{5});                                 // no key
+  CHECK_FALSE(lost.head_advanced);  // lost on arrival
+  producer.Produce(Counter{4},
+                   ProduceOptions{"a", std::nullopt});  // keyed, not compacted
+  producer.Produce(Counter{5});                         // no key
   const auto other = producer.Produce(Counter{6}, Compacted("b"));
 
   Janitor janitor(db.client());
@@ -148,12 +149,14 @@ TEST_CASE("kKeepForever and young messages stay") {
   // The young topic's messages age out once the retention shrinks.
   young.Register(Immediate());
   const CompactResult r = janitor.CompactLog("young");
-  CHECK(r.deleted_messages == 3);  // a's first version, the unkeyed, b's tombstone
+  CHECK(r.deleted_messages ==
+        3);  // a's first version, the unkeyed, b's tombstone
   CHECK(r.tombstones_expired == 1);
   CHECK(Count(db.raw(), db.MessageTable("young")) == 1);
 }
 
-TEST_CASE("a tombstone head means no value until a later produce revives the key") {
+TEST_CASE(
+    "a tombstone head means no value until a later produce revives the key") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("tomb");
   TopicConfig keep;
@@ -194,7 +197,9 @@ TEST_CASE("a tombstone head means no value until a later produce revives the key
   CHECK(topic.Key("k").CompactionHead()->message.value == 2);
 }
 
-TEST_CASE("an expired tombstone turns its key headless, then the janitor removes the row") {
+TEST_CASE(
+    "an expired tombstone turns its key headless, then the janitor removes the "
+    "row") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("expire");
   TopicConfig config = Immediate();
@@ -329,7 +334,8 @@ TEST_CASE("cleaner vs a locker on a tombstoned key, cleaner first") {
   CHECK(DanglingHeads(db, "cl") == 0);
 }
 
-TEST_CASE("cleaner vs the headless janitor on a row the cleaner turns headless") {
+TEST_CASE(
+    "cleaner vs the headless janitor on a row the cleaner turns headless") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("cj");
   TopicConfig config = Immediate();
@@ -363,7 +369,9 @@ TEST_CASE("cleaner vs the headless janitor on a row the cleaner turns headless")
   CHECK(DanglingHeads(db, "cj") == 0);
 }
 
-TEST_CASE("a message committed late below the cleaner's position is removed by a later pass") {
+TEST_CASE(
+    "a message committed late below the cleaner's position is removed by a "
+    "later pass") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("late");
   topic.Register(Immediate());
@@ -381,7 +389,7 @@ TEST_CASE("a message committed late below the cleaner's position is removed by a
   // while that transaction may still commit below it.
   const auto position = [&] {
     return db.raw().Int("SELECT position FROM " + db.QuotedSchema() +
-                        ".log_cleaner_state WHERE topic_id = $1",
+                            ".log_cleaner_state WHERE topic_id = $1",
                         {std::to_string(db.TopicId("late"))});
   };
   CHECK(position() < held.id);
@@ -392,7 +400,9 @@ TEST_CASE("a message committed late below the cleaner's position is removed by a
   CHECK(Count(db.raw(), db.MessageTable("late")) == 1);  // the head
 }
 
-TEST_CASE("bad retentions and keyless tombstones are refused before anything is written") {
+TEST_CASE(
+    "bad retentions and keyless tombstones are refused before anything is "
+    "written") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("bad");
   for (auto bad : {-1ms, compaction::kMaxTtl + 1ms}) {
@@ -475,7 +485,8 @@ TEST_CASE("head advances across tombstones stay HOT updates") {
   CHECK(hot >= updates * 95 / 100);
 }
 
-TEST_CASE("stats show the log's size, its tombstoned keys and the cleaner's lag") {
+TEST_CASE(
+    "stats show the log's size, its tombstoned keys and the cleaner's lag") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("st");
   TopicConfig config;
@@ -521,7 +532,9 @@ TEST_CASE("stats show the log's size, its tombstoned keys and the cleaner's lag"
   CHECK(Count(db.raw(), db.MessageTable("st")) == 1);
 }
 
-TEST_CASE("stress: lockers, producers, tombstones, the janitor and the cleaner together") {
+TEST_CASE(
+    "stress: lockers, producers, tombstones, the janitor and the cleaner "
+    "together") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("stress");
   TopicConfig config = Immediate();
@@ -569,8 +582,9 @@ TEST_CASE("stress: lockers, producers, tombstones, the janitor and the cleaner t
         } else {
           producer.Produce(Counter{i}, Compacted(key));
         }
-        producer.Produce(Counter{i});                                 // unkeyed
-        producer.Produce(Counter{i}, ProduceOptions{"p", std::nullopt});  // not compacted
+        producer.Produce(Counter{i});  // unkeyed
+        producer.Produce(Counter{i},
+                         ProduceOptions{"p", std::nullopt});  // not compacted
       }
     } catch (const std::exception& e) {
       record_failure(e);

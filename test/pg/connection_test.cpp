@@ -1,15 +1,15 @@
 // The connections the library opens (lib/src/pg): settings every one of
 // them carries whatever the caller's conninfo says.
+#include "pg/connection.hpp"
+
 #include <libpq-fe.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <map>
 #include <string>
 
-#include <catch2/catch.hpp>
-
 #include "live_db.hpp"
-#include "pg/connection.hpp"
 
 using namespace compaction;
 using namespace testing;
@@ -29,17 +29,21 @@ std::map<std::string, std::string> Effective(PGconn* conn) {
 
 std::string Show(PGconn* conn, const std::string& setting) {
   PGresult* r = PQexec(conn, ("SHOW " + setting).c_str());
-  std::string value = PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "?";
+  std::string value =
+      PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "?";
   PQclear(r);
   return value;
 }
 
 }  // namespace
 
-TEST_CASE("library connections get timeouts and keepalives unless the conninfo sets them") {
+TEST_CASE(
+    "library connections get timeouts and keepalives unless the conninfo sets "
+    "them") {
   // A ROLLBACK on a peer that vanished from the network would otherwise
   // wait for the kernel's two-hour TCP timeout.
-  pg::ConnPtr conn = pg::Connect(pg::ParseConninfo("", "test"), "connection_test", "test");
+  pg::ConnPtr conn =
+      pg::Connect(pg::ParseConninfo("", "test"), "connection_test", "test");
   auto effective = Effective(conn.get());
   if (std::getenv("PGCONNECT_TIMEOUT") == nullptr) {
     CHECK(effective["connect_timeout"] == "10");
@@ -49,8 +53,10 @@ TEST_CASE("library connections get timeouts and keepalives unless the conninfo s
   CHECK(effective["keepalives_count"] == "3");
   CHECK(effective["tcp_user_timeout"] == "30000");
 
-  pg::ConnPtr own = pg::Connect(pg::ParseConninfo("keepalives_idle=42 tcp_user_timeout=9000 connect_timeout=3", "test"),
-                                "connection_test", "test");
+  pg::ConnPtr own = pg::Connect(
+      pg::ParseConninfo(
+          "keepalives_idle=42 tcp_user_timeout=9000 connect_timeout=3", "test"),
+      "connection_test", "test");
   effective = Effective(own.get());
   CHECK(effective["keepalives_idle"] == "42");
   CHECK(effective["tcp_user_timeout"] == "9000");
@@ -59,11 +65,14 @@ TEST_CASE("library connections get timeouts and keepalives unless the conninfo s
 }
 
 TEST_CASE("library connections pin search_path after the caller's options") {
-  pg::ConnPtr plain = pg::Connect(pg::ParseConninfo("", "test"), "connection_test", "test");
+  pg::ConnPtr plain =
+      pg::Connect(pg::ParseConninfo("", "test"), "connection_test", "test");
   CHECK(Show(plain.get(), "search_path") == "pg_catalog,pg_temp");
   // The caller's own options survive; its search_path does not win.
   pg::ConnPtr own = pg::Connect(
-      pg::ParseConninfo("options='-c work_mem=7MB -c search_path=public'", "test"), "connection_test", "test");
+      pg::ParseConninfo("options='-c work_mem=7MB -c search_path=public'",
+                        "test"),
+      "connection_test", "test");
   CHECK(Show(own.get(), "work_mem") == "7MB");
   CHECK(Show(own.get(), "search_path") == "pg_catalog,pg_temp");
 }
@@ -84,10 +93,12 @@ TEST_CASE("a schema name with placeholder braces is used as it is") {
   topic.RegisterProducer().Produce(Counter{1}, Compacted("k"));
   CHECK(topic.Key("k").CompactionHead()->message.value == 1);
   const std::string id = std::to_string(info.id);
-  CHECK(raw.Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename IN ($2, $3)",
+  CHECK(raw.Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND "
+                "tablename IN ($2, $3)",
                 {schema, "message_" + id, "compaction_head_" + id}) == 2);
   // Nothing landed in a schema named after the topic id.
-  CHECK(raw.Int("SELECT count(*) FROM pg_namespace WHERE nspname = $1", {id + suffix}) == 0);
+  CHECK(raw.Int("SELECT count(*) FROM pg_namespace WHERE nspname = $1",
+                {id + suffix}) == 0);
   raw.TryExec("DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
 }
 

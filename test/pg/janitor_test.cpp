@@ -24,14 +24,14 @@ using compaction::SweepResult;
 using compaction::TopicConfig;
 using compaction::Tx;
 using testing::Age;
-using testing::Counter;
-using testing::LiveDb;
 using testing::Compacted;
+using testing::Counter;
 using testing::Increment;
+using testing::InsertHeadless;
+using testing::LiveDb;
 using testing::RawConn;
 using testing::TriggerGate;
 using testing::WaitUntil;
-using testing::InsertHeadless;
 using namespace std::chrono_literals;
 
 namespace {
@@ -606,9 +606,9 @@ TEST_CASE("bad sweep input is a typed error before any write") {
     // A pause as long as the claim: the claim must outlast what it covers.
     o.batch_pause = 1s;
     o.claim_ttl = 1s;
-    CHECK_THROWS_WITH(janitor.SweepHeadless("input", o),
-                      Catch::Contains("batch_pause") &&
-                          Catch::Contains("claim_ttl"));
+    CHECK_THROWS_WITH(
+        janitor.SweepHeadless("input", o),
+        Catch::Contains("batch_pause") && Catch::Contains("claim_ttl"));
     CHECK_THROWS_AS(janitor.SweepHeadless("input", o), InvalidArgument);
   }
   {
@@ -774,8 +774,9 @@ TEST_CASE("a duty cycle pauses in proportion to how long the batch took") {
   options.batch_size = 1000;
   options.batch_pause = 10ms;
   options.duty_cycle = 0.2;
-  auto sweep = std::async(std::launch::async,
-                          [&] { return janitor.SweepHeadless("duty", options); });
+  auto sweep = std::async(std::launch::async, [&] {
+    return janitor.SweepHeadless("duty", options);
+  });
   REQUIRE(testing::WaitForLockWait(db.raw(), kSweepMarker, db.schema()));
   std::this_thread::sleep_for(400ms);
   gate.Open();
@@ -784,9 +785,10 @@ TEST_CASE("a duty cycle pauses in proportion to how long the batch took") {
   // Early in the pause the claim is renewed to cover it (claim_ttl + pause);
   // the renewal before the batch covered only claim_ttl + batch_pause.
   const auto claim_left_ms = [&] {
-    return db.raw().Int("SELECT coalesce((extract(epoch FROM claimed_until - "
-                        "now()) * 1000)::bigint, 0) FROM " +
-                        db.QuotedSchema() + ".janitor_state");
+    return db.raw().Int(
+        "SELECT coalesce((extract(epoch FROM claimed_until - "
+        "now()) * 1000)::bigint, 0) FROM " +
+        db.QuotedSchema() + ".janitor_state");
   };
   CHECK(WaitUntil([&] { return claim_left_ms() > 61'000; }, 1s));
   const SweepResult r = sweep.get();

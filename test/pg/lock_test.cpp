@@ -1,20 +1,19 @@
 // LockCompactionHead: the seed's transactional read loop under live races.
 // Each race forces its ordering by watching pg_stat_activity for the
 // waiting backend, never by sleeping.
+#include <catch2/catch.hpp>
 #include <future>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "live_db.hpp"
 
 using compaction::CompactionOptions;
 using compaction::ProduceOptions;
 using compaction::Tx;
-using testing::Counter;
-using testing::LiveDb;
 using testing::Compacted;
+using testing::Counter;
 using testing::Increment;
+using testing::LiveDb;
 
 TEST_CASE("two first updates of an absent key compose") {
   LiveDb db;
@@ -26,11 +25,11 @@ TEST_CASE("two first updates of an absent key compose") {
   Tx a = db.client().Begin();
   REQUIRE_FALSE(key.LockCompactionHead(a).has_value());  // A ensured the row
 
-  auto b = std::async(std::launch::async, [&] {
-    return Increment(db.client(), key, producer);
-  });
+  auto b = std::async(std::launch::async,
+                      [&] { return Increment(db.client(), key, producer); });
   // B found no committed row, tried to insert it and waits on A's row.
-  REQUIRE(testing::WaitForLockWait(db.raw(), "compaction:LockCompactionHead", db.schema()));
+  REQUIRE(testing::WaitForLockWait(db.raw(), "compaction:LockCompactionHead",
+                                   db.schema()));
   producer.ProduceInTx(a, Counter{1}, Compacted("fresh"));
   a.Commit();
 
@@ -41,7 +40,9 @@ TEST_CASE("two first updates of an absent key compose") {
   CHECK(key.Messages(10).size() == 2);
 }
 
-TEST_CASE("a reader waiting on a materialized head reads the value committed before it got the lock") {
+TEST_CASE(
+    "a reader waiting on a materialized head reads the value committed before "
+    "it got the lock") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("counters");
   topic.Register();
@@ -51,11 +52,11 @@ TEST_CASE("a reader waiting on a materialized head reads the value committed bef
 
   Tx a = db.client().Begin();
   REQUIRE(key.LockCompactionHead(a)->message.value == 10);
-  auto b = std::async(std::launch::async, [&] {
-    return Increment(db.client(), key, producer);
-  });
+  auto b = std::async(std::launch::async,
+                      [&] { return Increment(db.client(), key, producer); });
   // B waits in SELECT ... FOR UPDATE on the existing row.
-  REQUIRE(testing::WaitForLockWait(db.raw(), "compaction:LockCompactionHead", db.schema()));
+  REQUIRE(testing::WaitForLockWait(db.raw(), "compaction:LockCompactionHead",
+                                   db.schema()));
   producer.ProduceInTx(a, Counter{11}, Compacted("k"));
   a.Commit();
   CHECK(b.get() == 12);
@@ -89,7 +90,8 @@ TEST_CASE("concurrent increments on fresh keys lose nothing") {
   REQUIRE(errors == 0);
   for (const auto& k : keys) {
     INFO(k);
-    CHECK(topic.Key(k).CompactionHead()->message.value == kThreads * kPerThread);
+    CHECK(topic.Key(k).CompactionHead()->message.value ==
+          kThreads * kPerThread);
   }
 }
 
@@ -112,14 +114,15 @@ TEST_CASE("a lost insert race is recovered by the loop") {
     });
   });
   // The locker's SELECT saw no row; its INSERT now waits on ours.
-  REQUIRE(testing::WaitForLockWait(db.raw(), "compaction:LockCompactionHead:insert",
-                                   db.schema()));
+  REQUIRE(testing::WaitForLockWait(
+      db.raw(), "compaction:LockCompactionHead:insert", db.schema()));
   other.Query("COMMIT");
   CHECK_FALSE(locker.get());  // headless, locked after looping
 
-  auto row = db.raw().Query("SELECT created_at::date::text, updated_at > '2001-01-02', "
-                            "head_id IS NULL FROM " + head_table +
-                            " WHERE message_key = 'k'");
+  auto row = db.raw().Query(
+      "SELECT created_at::date::text, updated_at > '2001-01-02', "
+      "head_id IS NULL FROM " +
+      head_table + " WHERE message_key = 'k'");
   REQUIRE(row.size() == 1);
   CHECK(row[0][0] == "2001-01-01");  // the other transaction's row survived
   CHECK(row[0][1] == "t");           // and was locked again (refreshed)
@@ -139,12 +142,14 @@ TEST_CASE("a lock timeout is typed and leaves the transaction usable") {
 
   Tx waiter = db.client().Begin();
   const auto started = std::chrono::steady_clock::now();
-  CHECK_THROWS_AS(key.LockCompactionHead(waiter, {std::chrono::milliseconds(100)}),
-                  compaction::LockTimeout);
+  CHECK_THROWS_AS(
+      key.LockCompactionHead(waiter, {std::chrono::milliseconds(100)}),
+      compaction::LockTimeout);
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
   // Still usable: another key can be locked and produced, and it commits.
   auto other = topic.Key("free");
-  CHECK_FALSE(other.LockCompactionHead(waiter, {std::chrono::milliseconds(100)}).has_value());
+  CHECK_FALSE(other.LockCompactionHead(waiter, {std::chrono::milliseconds(100)})
+                  .has_value());
   producer.ProduceInTx(waiter, Counter{5}, Compacted("free"));
   waiter.Commit();
   holder.Rollback();
@@ -164,17 +169,23 @@ TEST_CASE("lock timeout restores the caller's lock_timeout") {
   PQclear(r);
 }
 
-TEST_CASE("LockCompactionHead refreshes a headless row and leaves created_at alone") {
+TEST_CASE(
+    "LockCompactionHead refreshes a headless row and leaves created_at alone") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("refresh");
   topic.Register();
   const std::string table = db.HeadTable("refresh");
   // A headless row locked long ago (inserted old: created_at is immutable).
-  db.raw().Query("INSERT INTO " + table + " (message_key, created_at, updated_at, idle_since) "
+  db.raw().Query("INSERT INTO " + table +
+                 " (message_key, created_at, updated_at, idle_since) "
                  "VALUES ('k', '2001-01-01', '2001-01-01', '2001-01-01')");
-  db.client().InTransaction([&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
-  auto row = db.raw().Query("SELECT created_at::date::text, updated_at > now() - interval '1 minute', "
-                            "idle_since = updated_at FROM " + table);
+  db.client().InTransaction(
+      [&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
+  auto row = db.raw().Query(
+      "SELECT created_at::date::text, updated_at > now() - interval '1 "
+      "minute', "
+      "idle_since = updated_at FROM " +
+      table);
   REQUIRE(row.size() == 1);
   CHECK(row[0][0] == "2001-01-01");
   CHECK(row[0][1] == "t");
@@ -191,19 +202,25 @@ TEST_CASE("locking a materialized head does not touch its row") {
   db.client().InTransaction([&](Tx& tx) {
     CHECK(topic.Key("k").LockCompactionHead(tx)->message.value == 1);
   });
-  CHECK(db.raw().Value("SELECT updated_at::date::text FROM " + table) == "2001-01-01");
+  CHECK(db.raw().Value("SELECT updated_at::date::text FROM " + table) ==
+        "2001-01-01");
 }
 
-TEST_CASE("a lock_timeout beyond PostgreSQL's limit is rejected before any statement") {
+TEST_CASE(
+    "a lock_timeout beyond PostgreSQL's limit is rejected before any "
+    "statement") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("limits");
   topic.Register();
   db.client().InTransaction([&](Tx& tx) {
-    CHECK_THROWS_AS(topic.Key("k").LockCompactionHead(tx, {std::chrono::hours(24 * 30)}),
-                    compaction::InvalidArgument);
-    CHECK_THROWS_AS(topic.Key("k").LockCompactionHead(tx, {std::chrono::milliseconds(0)}),
-                    compaction::InvalidArgument);
-    CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());  // still usable
+    CHECK_THROWS_AS(
+        topic.Key("k").LockCompactionHead(tx, {std::chrono::hours(24 * 30)}),
+        compaction::InvalidArgument);
+    CHECK_THROWS_AS(
+        topic.Key("k").LockCompactionHead(tx, {std::chrono::milliseconds(0)}),
+        compaction::InvalidArgument);
+    CHECK_FALSE(
+        topic.Key("k").LockCompactionHead(tx).has_value());  // still usable
   });
 }
 
@@ -215,12 +232,15 @@ TEST_CASE("a lock_timeout beyond PostgreSQL's limit is rejected before any state
 TEST_CASE("locks keep working when the prepared-statement cache starts over") {
   LiveDb db;
   constexpr int kTopics = 200;  // 3 statements each: the cache starts over
-  for (int i = 0; i < kTopics; ++i) db.client().Topic<Counter>("t" + std::to_string(i)).Register();
+  for (int i = 0; i < kTopics; ++i)
+    db.client().Topic<Counter>("t" + std::to_string(i)).Register();
   for (int offset = 0; offset < 3; ++offset) {
     INFO("offset " << offset);
     compaction::Client client = db.NewClient(1);
     for (int i = 0; i < offset; ++i) {
-      CHECK_FALSE(client.Topic<Counter>("t" + std::to_string(i)).Key("none").CompactionHead());
+      CHECK_FALSE(client.Topic<Counter>("t" + std::to_string(i))
+                      .Key("none")
+                      .CompactionHead());
     }
     const std::string key = "k" + std::to_string(offset);
     for (int i = 0; i < kTopics; ++i) {
@@ -232,8 +252,10 @@ TEST_CASE("locks keep working when the prepared-statement cache starts over") {
       });
     }
     for (int i = 0; i < kTopics; i += 37) {
-      CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("t" + std::to_string(i)) +
-                         " WHERE message_key = '" + key + "' AND head_id IS NULL") == 1);
+      CHECK(db.raw().Int("SELECT count(*) FROM " +
+                         db.HeadTable("t" + std::to_string(i)) +
+                         " WHERE message_key = '" + key +
+                         "' AND head_id IS NULL") == 1);
     }
   }
 }

@@ -1,7 +1,6 @@
 // Producing: the winner rule, head row lifecycle columns, plain reads.
-#include <thread>
-
 #include <catch2/catch.hpp>
+#include <thread>
 
 #include "live_db.hpp"
 
@@ -9,9 +8,9 @@ using compaction::CompactionOptions;
 using compaction::ProduceOptions;
 using compaction::RawMessage;
 using compaction::Tx;
+using testing::Compacted;
 using testing::Counter;
 using testing::LiveDb;
-using testing::Compacted;
 
 TEST_CASE("a compacted produce fills an existing headless row") {
   LiveDb db;
@@ -19,14 +18,18 @@ TEST_CASE("a compacted produce fills an existing headless row") {
   topic.Register();
   auto producer = topic.RegisterProducer();
   const std::string table = db.HeadTable("fill");
-  db.client().InTransaction([&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
+  db.client().InTransaction(
+      [&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
   const auto created = db.raw().Value("SELECT created_at::text FROM " + table);
-  const auto idle_updated = db.raw().Value("SELECT updated_at::text FROM " + table);
+  const auto idle_updated =
+      db.raw().Value("SELECT updated_at::text FROM " + table);
 
   auto produced = producer.Produce(Counter{3}, Compacted("k"));
   CHECK(produced.head_advanced);
-  auto row = db.raw().Query("SELECT created_at::text, head_id::text, idle_since IS NULL, "
-                            "updated_at::text FROM " + table);
+  auto row = db.raw().Query(
+      "SELECT created_at::text, head_id::text, idle_since IS NULL, "
+      "updated_at::text FROM " +
+      table);
   REQUIRE(row.size() == 1);
   CHECK(row[0][0] == created);
   CHECK(row[0][1] == std::to_string(produced.id));
@@ -42,14 +45,16 @@ TEST_CASE("created_at never changes; updated_at changes only with the head") {
   const std::string table = db.HeadTable("times");
   producer.Produce(Counter{1}, Compacted("k", 10));
   auto read = [&] {
-    return db.raw().Query("SELECT created_at::text, updated_at::text FROM " + table)[0];
+    return db.raw().Query("SELECT created_at::text, updated_at::text FROM " +
+                          table)[0];
   };
   const auto first = read();
   // A losing produce (lower rank) leaves both timestamps alone.
   CHECK_FALSE(producer.Produce(Counter{2}, Compacted("k", 5)).head_advanced);
   CHECK(read() == first);
   // A plain lock of a materialized head leaves them alone too.
-  db.client().InTransaction([&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
+  db.client().InTransaction(
+      [&](Tx& tx) { topic.Key("k").LockCompactionHead(tx); });
   CHECK(read() == first);
   // A winning produce moves updated_at only.
   CHECK(producer.Produce(Counter{3}, Compacted("k", 10)).head_advanced);
@@ -67,12 +72,16 @@ TEST_CASE("the winner rule orders by schema version, then rank, then id") {
   auto v1 = [](int n) { return RawMessage{1, {{"n", n}}}; };
 
   CHECK(producer.Produce(v1(1), Compacted("k", 5)).head_advanced);
-  CHECK_FALSE(producer.Produce(v1(2), Compacted("k", 3)).head_advanced);  // lower rank
+  CHECK_FALSE(
+      producer.Produce(v1(2), Compacted("k", 3)).head_advanced);  // lower rank
   CHECK(key.CompactionHead()->message.payload["n"] == 1);
-  CHECK(producer.Produce(v1(3), Compacted("k", 5)).head_advanced);  // same rank, newer id
+  CHECK(producer.Produce(v1(3), Compacted("k", 5))
+            .head_advanced);  // same rank, newer id
   CHECK(key.CompactionHead()->message.payload["n"] == 3);
-  CHECK(producer.Produce(RawMessage{2, {{"n", 4}}}, Compacted("k", -100)).head_advanced);
-  CHECK_FALSE(producer.Produce(v1(5), Compacted("k", 1000)).head_advanced);  // older schema
+  CHECK(producer.Produce(RawMessage{2, {{"n", 4}}}, Compacted("k", -100))
+            .head_advanced);
+  CHECK_FALSE(producer.Produce(v1(5), Compacted("k", 1000))
+                  .head_advanced);  // older schema
   auto head = key.CompactionHead();
   CHECK(head->message.payload["n"] == 4);
   CHECK(head->schema_version == 2);
@@ -85,7 +94,8 @@ TEST_CASE("plain reads and lists skip headless rows") {
   auto topic = db.client().Topic<Counter>("reads");
   topic.Register();
   auto producer = topic.RegisterProducer();
-  for (const char* k : {"a", "c", "e"}) producer.Produce(Counter{1}, Compacted(k));
+  for (const char* k : {"a", "c", "e"})
+    producer.Produce(Counter{1}, Compacted(k));
   db.client().InTransaction([&](Tx& tx) {
     for (const char* k : {"b", "d"}) topic.Key(k).LockCompactionHead(tx);
   });
@@ -103,13 +113,16 @@ TEST_CASE("plain reads and lists skip headless rows") {
   CHECK(topic.ListCompactionHeads({"e", 2}).empty());
 }
 
-TEST_CASE("key history is newest first and includes superseded and uncompacted messages") {
+TEST_CASE(
+    "key history is newest first and includes superseded and uncompacted "
+    "messages") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("history");
   topic.Register();
   auto producer = topic.RegisterProducer();
   producer.Produce(Counter{1}, Compacted("k"));
-  producer.Produce(Counter{2}, ProduceOptions{"k", std::nullopt});  // history only
+  producer.Produce(Counter{2},
+                   ProduceOptions{"k", std::nullopt});  // history only
   producer.Produce(Counter{3}, Compacted("k"));
   producer.Produce(Counter{99}, Compacted("other"));
   producer.Produce(Counter{100}, {});  // no key at all
@@ -133,7 +146,8 @@ TEST_CASE("head advances on a materialized row are HOT updates") {
   const std::string table = db.HeadTable("hot");
   constexpr int kKeys = 5;
   constexpr int kAdvances = 40;
-  for (int i = 0; i < kKeys; ++i) producer.Produce(Counter{0}, Compacted("k" + std::to_string(i)));
+  for (int i = 0; i < kKeys; ++i)
+    producer.Produce(Counter{0}, Compacted("k" + std::to_string(i)));
   for (int round = 1; round <= kAdvances; ++round) {
     for (int i = 0; i < kKeys; ++i) {
       producer.Produce(Counter{round}, Compacted("k" + std::to_string(i)));
@@ -144,12 +158,15 @@ TEST_CASE("head advances on a materialized row are HOT updates") {
     PQclear(PQexec(tx.native_handle(), "SELECT pg_stat_force_next_flush()"));
   });
   client.InTransaction([](Tx&) {});  // one more idle transition
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(15);
   std::int64_t updates = 0;
   std::int64_t hot = 0;
   while (std::chrono::steady_clock::now() < deadline) {
-    auto row = db.raw().Query("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
-                              "WHERE relid = $1::regclass", {table});
+    auto row = db.raw().Query(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+        "WHERE relid = $1::regclass",
+        {table});
     updates = std::stoll(*row[0][0]);
     hot = std::stoll(*row[0][1]);
     if (updates >= kKeys * kAdvances) break;

@@ -6,11 +6,10 @@
 // (t_<pid>_<n>_owner, ...) and dropped at the end of each test.
 #include <libpq-fe.h>
 
+#include <catch2/catch.hpp>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "live_db.hpp"
 
@@ -47,8 +46,7 @@ class RoleFixture {
   }
   ~RoleFixture() {
     // The roles own the schema's objects: drop those first.
-    db.raw().TryExec("DROP SCHEMA IF EXISTS " + db.QuotedSchema() +
-                     " CASCADE");
+    db.raw().TryExec("DROP SCHEMA IF EXISTS " + db.QuotedSchema() + " CASCADE");
     for (const std::string& role : roles_) {
       const std::string login = role + "_login";
       db.raw().TryExec("DROP ROLE IF EXISTS \"" + login + "\"");
@@ -116,8 +114,8 @@ TEST_CASE("roles: the application role reads, locks, produces and registers") {
   auto topic = app.Topic<Counter>("fresh");
   const auto info = topic.Register();
   CHECK(info.name == "fresh");
-  CHECK(topic.Register(testing::Ttl(std::chrono::minutes(5)))
-            .headless_ttl == std::chrono::minutes(5));
+  CHECK(topic.Register(testing::Ttl(std::chrono::minutes(5))).headless_ttl ==
+        std::chrono::minutes(5));
   for (const char* name : {"fresh", "early"}) {
     INFO(name);
     auto t = app.Topic<Counter>(name);
@@ -139,9 +137,8 @@ TEST_CASE("roles: the application role reads, locks, produces and registers") {
   const std::string head = f.db.HeadTable("fresh");
   const std::string schema = f.db.QuotedSchema();
   for (const std::string& sql :
-       {"DROP TABLE " + message, "DROP TABLE " + head,
-        "TRUNCATE " + message, "TRUNCATE " + head,
-        "DELETE FROM " + message, "DELETE FROM " + head,
+       {"DROP TABLE " + message, "DROP TABLE " + head, "TRUNCATE " + message,
+        "TRUNCATE " + head, "DELETE FROM " + message, "DELETE FROM " + head,
         "UPDATE " + head + " SET message_key = 'other'",
         "UPDATE " + head + " SET created_at = now()",
         "ALTER TABLE " + head + " DROP CONSTRAINT " + "compaction_head_" +
@@ -156,19 +153,22 @@ TEST_CASE("roles: the application role reads, locks, produces and registers") {
   CHECK(SqlStateOf([&] { topic.Destroy(); }) == kInsufficientPrivilege);
   // The owner role may update every column, but created_at is immutable for
   // it too (the head table's trigger).
-  CHECK(RawConn("user=" + f.Login("owner")).TryExec("UPDATE " + head +
-                                         " SET created_at = now() - interval '1 day'") ==
-        "23514");
+  CHECK(RawConn("user=" + f.Login("owner"))
+            .TryExec("UPDATE " + head +
+                     " SET created_at = now() - interval '1 day'") == "23514");
   // What the function itself refuses: the table's CHECKs hold for it too.
   CHECK(raw.TryExec("SELECT * FROM " + schema +
-                  ".register_topic('Bad Name', 1000, NULL, NULL)") == "23514");
+                    ".register_topic('Bad Name', 1000, NULL, NULL)") ==
+        "23514");
   CHECK(raw.TryExec("SELECT * FROM " + schema +
                     ".register_topic('ok', 0, NULL, NULL)") == "23514");
   CHECK(raw.TryExec("SELECT * FROM " + schema +
                     ".register_topic('ok', NULL, -1, NULL)") == "23514");
 }
 
-TEST_CASE("roles: the janitor role sweeps and cleans but cannot drop, truncate or rewrite") {
+TEST_CASE(
+    "roles: the janitor role sweeps and cleans but cannot drop, truncate or "
+    "rewrite") {
   RoleFixture f;
   const std::string head = f.db.HeadTable("early");
   testing::InsertHeadless(f.db.raw(), head, "old", 5);
@@ -190,20 +190,20 @@ TEST_CASE("roles: the janitor role sweeps and cleans but cannot drop, truncate o
        {"DROP TABLE " + head, "DROP TABLE " + message, "TRUNCATE " + head,
         "TRUNCATE " + message, "UPDATE " + head + " SET message_key = 'x'",
         "UPDATE " + head + " SET created_at = now()",
-        "SELECT * FROM " + message,
-        "SELECT schema_version FROM " + message,
-        "INSERT INTO " + message + " (schema_version, payload) VALUES (1, "
-                                   "'{}')",
+        "SELECT * FROM " + message, "SELECT schema_version FROM " + message,
+        "INSERT INTO " + message +
+            " (schema_version, payload) VALUES (1, "
+            "'{}')",
         "UPDATE " + message + " SET message_key = 'x'",
-        "INSERT INTO " + head + " (message_key, created_at, updated_at, "
-                                "idle_since) VALUES ('n', now(), now(), now())",
+        "INSERT INTO " + head +
+            " (message_key, created_at, updated_at, "
+            "idle_since) VALUES ('n', now(), now(), now())",
         "DELETE FROM " + schema + ".topic",
         "UPDATE " + schema + ".topic SET headless_ttl_ms = 1",
         "UPDATE " + schema + ".janitor_state SET topic_id = 0",
         "UPDATE " + schema + ".log_cleaner_state SET topic_id = 0",
         "CREATE TABLE " + schema + ".mine (x int)",
-        "SELECT * FROM " + schema +
-            ".register_topic('x', 1000, NULL, NULL)"}) {
+        "SELECT * FROM " + schema + ".register_topic('x', 1000, NULL, NULL)"}) {
     INFO(sql);
     CHECK(raw.TryExec(sql) == kInsufficientPrivilege);
   }
@@ -222,7 +222,9 @@ TEST_CASE("roles: the janitor role sweeps and cleans but cannot drop, truncate o
         "23514");
 }
 
-TEST_CASE("roles: the janitor role runs the log cleaner, the app role produces tombstones") {
+TEST_CASE(
+    "roles: the janitor role runs the log cleaner, the app role produces "
+    "tombstones") {
   RoleFixture f;
   auto app = f.ClientAs("app");
   auto topic = app.Topic<Counter>("log");
@@ -271,8 +273,7 @@ TEST_CASE("roles: the monitor role reads stats and nothing else") {
   compaction::Janitor janitor(monitor);
   CHECK(SqlStateOf([&] { janitor.SweepHeadless("early"); }) ==
         kInsufficientPrivilege);
-  CHECK(f.db.raw().Int("SELECT count(*) FROM " + f.db.HeadTable("early")) ==
-        3);
+  CHECK(f.db.raw().Int("SELECT count(*) FROM " + f.db.HeadTable("early")) == 3);
 
   RawConn raw("user=" + f.Login("monitor"));
   for (const std::string& sql :
@@ -286,22 +287,21 @@ TEST_CASE("roles: the monitor role reads stats and nothing else") {
 
 TEST_CASE("roles: bad role prefixes and uninstalled schemas are refused") {
   LiveDb db;
-  CHECK_THROWS_AS(
-      db.client().InstallRoles("Bad-Prefix"),
-      compaction::InvalidArgument);
-  CHECK_THROWS_AS(
-      db.client().InstallRoles("pg_x"),
-      compaction::InvalidArgument);
+  CHECK_THROWS_AS(db.client().InstallRoles("Bad-Prefix"),
+                  compaction::InvalidArgument);
+  CHECK_THROWS_AS(db.client().InstallRoles("pg_x"),
+                  compaction::InvalidArgument);
   CHECK_THROWS_AS(db.client().InstallRoles(std::string(60, 'a')),
                   compaction::InvalidArgument);
   compaction::ClientOptions options;
   options.schema = testing::Unique("never_");
   auto never = compaction::Client::Connect("", options);
-  CHECK_THROWS_AS(never.InstallRoles(""),
-                  compaction::SchemaVersionMismatch);
+  CHECK_THROWS_AS(never.InstallRoles(""), compaction::SchemaVersionMismatch);
 }
 
-TEST_CASE("schema install into a pre-created schema needs no CREATE on the database") {
+TEST_CASE(
+    "schema install into a pre-created schema needs no CREATE on the "
+    "database") {
   testing::RawConn admin;
   const std::string installer = testing::Unique("installer_");
   const std::string schema = testing::Unique("precreated_");
@@ -314,8 +314,7 @@ TEST_CASE("schema install into a pre-created schema needs no CREATE on the datab
   {
     compaction::ClientOptions options;
     options.schema = schema;
-    auto client =
-        compaction::Client::Connect("user=" + installer, options);
+    auto client = compaction::Client::Connect("user=" + installer, options);
     CHECK_NOTHROW(client.InstallSchema());
     auto topic = client.Topic<Counter>("t");
     topic.Register();

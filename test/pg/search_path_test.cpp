@@ -3,11 +3,10 @@
 // test/support/traps.sql plants look-alikes of the functions and operators
 // our SQL uses, in a schema the database's search_path puts before
 // pg_catalog and in public, each counting its calls in public.trap_hits.
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "live_db.hpp"
 
@@ -66,12 +65,14 @@ void ExerciseLibrary(Client& client) {
   producer.Produce(Counter{3}, Compacted("k", 5));
   producer.Produce(Counter{4}, Compacted("k", 1));  // loses the winner rule
   for (const char* key : {"headless-1", "headless-2", "headless-1"}) {
-    client.InTransaction([&](Tx& tx) { topic.Key(key).LockCompactionHead(tx); });
+    client.InTransaction(
+        [&](Tx& tx) { topic.Key(key).LockCompactionHead(tx); });
   }
   client.InTransaction([&](Tx& tx) {
     auto head = topic.Key("k").LockCompactionHead(tx, LockOptions{2s});
     REQUIRE(head);
-    producer.ProduceInTx(tx, Counter{head->message.value + 1}, Compacted("k", 6));
+    producer.ProduceInTx(tx, Counter{head->message.value + 1},
+                         Compacted("k", 6));
   });
   CHECK(topic.Key("k").CompactionHead()->message.value == 4);
   CHECK(topic.ListCompactionHeads().size() == 1);
@@ -89,14 +90,15 @@ void ExerciseLibrary(Client& client) {
 
 }  // namespace
 
-TEST_CASE("functions and operators planted on the search path never run in "
-          "the library's sessions") {
+TEST_CASE(
+    "functions and operators planted on the search path never run in "
+    "the library's sessions") {
   TrapDb traps;
   // The traps are armed: an ordinary session of that database calls one.
   RawConn victim(traps.conninfo());
   CHECK(victim.TryExec("SELECT now()") == "P0001");
-  CHECK(victim.TryExec("SELECT pg_catalog.now() - 1::bigint * interval '1 s'") ==
-        "P0001");
+  CHECK(victim.TryExec(
+            "SELECT pg_catalog.now() - 1::bigint * interval '1 s'") == "P0001");
   const std::int64_t armed = traps.Hits();
   REQUIRE(armed == 2);
 

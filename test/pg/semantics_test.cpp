@@ -1,11 +1,10 @@
 // The semantics of DESIGN.md section 3 that a caller's environment could
 // bend: the isolation level, stale producers, broken connections, the
 // winner rule's schema versions, and the lock loop's bound.
+#include <catch2/catch.hpp>
 #include <future>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "live_db.hpp"
 
@@ -48,7 +47,9 @@ TEST_CASE("a serializable default isolation does not reach the lock loop") {
   });
 }
 
-TEST_CASE("a borrowed transaction that is not READ COMMITTED is refused before any write") {
+TEST_CASE(
+    "a borrowed transaction that is not READ COMMITTED is refused before any "
+    "write") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("rr");
   topic.Register();
@@ -77,7 +78,8 @@ TEST_CASE("a borrowed transaction that is not READ COMMITTED is refused before a
   CHECK(topic.Key("k").CompactionHead()->message.value == 1);
 }
 
-TEST_CASE("a producer that outlived Destroy and Register works on the new topic") {
+TEST_CASE(
+    "a producer that outlived Destroy and Register works on the new topic") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("again");
   topic.Register();
@@ -109,7 +111,9 @@ TEST_CASE("a producer that outlived Destroy and Register works on the new topic"
   CHECK(other.Key("k").CompactionHead()->message.value == 5);
 }
 
-TEST_CASE("an autocommit produce whose backend is terminated mid-statement did not commit") {
+TEST_CASE(
+    "an autocommit produce whose backend is terminated mid-statement did not "
+    "commit") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("broken");
   topic.Register();
@@ -118,15 +122,17 @@ TEST_CASE("an autocommit produce whose backend is terminated mid-statement did n
   db.raw().Query("CREATE FUNCTION " + db.QuotedSchema() +
                  ".stall() RETURNS trigger LANGUAGE plpgsql AS "
                  "$$BEGIN PERFORM pg_sleep(60); RETURN NEW; END$$");
-  db.raw().Query("CREATE TRIGGER stall BEFORE INSERT ON " + db.MessageTable("broken") +
-                 " FOR EACH ROW EXECUTE FUNCTION " + db.QuotedSchema() + ".stall()");
+  db.raw().Query("CREATE TRIGGER stall BEFORE INSERT ON " +
+                 db.MessageTable("broken") + " FOR EACH ROW EXECUTE FUNCTION " +
+                 db.QuotedSchema() + ".stall()");
   auto produce = std::async(std::launch::async, [&] {
     return producer.Produce(Counter{1}, Compacted("k"));
   });
   std::int64_t pid = 0;
   for (int i = 0; i < 200 && pid == 0; ++i) {
     pid = db.raw().Int(
-        "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
+        "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE wait_event = "
+        "'PgSleep' "
         "AND strpos(query, 'compaction:Produce') > 0 AND strpos(query, $1) > 0",
         {db.schema()});
     if (pid == 0) std::this_thread::sleep_for(50ms);
@@ -143,12 +149,15 @@ TEST_CASE("schema versions are bounded and produces that lose are counted") {
   auto topic = db.client().Topic<RawMessage>("versions");
   topic.Register();
   auto producer = topic.RegisterProducer();
-  for (int bad : {0, -1, kMaxSchemaVersion + 1, std::numeric_limits<int>::max()}) {
+  for (int bad :
+       {0, -1, kMaxSchemaVersion + 1, std::numeric_limits<int>::max()}) {
     INFO(bad);
-    CHECK_THROWS_WITH(producer.Produce(RawMessage{bad, {{"v", 1}}}, Compacted("k")),
-                      Catch::Contains("schema_version must be in 1.."));
+    CHECK_THROWS_WITH(
+        producer.Produce(RawMessage{bad, {{"v", 1}}}, Compacted("k")),
+        Catch::Contains("schema_version must be in 1.."));
   }
-  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("versions")) == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("versions")) ==
+        0);
   // A newer writer's version pins the key for the older one.
   auto newer = producer.Produce(RawMessage{2, {{"v", 1}}}, Compacted("k"));
   CHECK(newer.head_advanced);
@@ -157,13 +166,17 @@ TEST_CASE("schema versions are bounded and produces that lose are counted") {
   CHECK_FALSE(older.head_advanced);
   CHECK(older.not_advanced == 1);
   auto copy = producer;  // copies share the count
-  CHECK(copy.Produce(RawMessage{1, {{"v", 3}}}, Compacted("k", 200)).not_advanced == 2);
+  CHECK(copy.Produce(RawMessage{1, {{"v", 3}}}, Compacted("k", 200))
+            .not_advanced == 2);
   // Plain appends never count.
-  CHECK(producer.Produce(RawMessage{1, {{"v", 4}}}, {"k", std::nullopt}).not_advanced == 2);
+  CHECK(producer.Produce(RawMessage{1, {{"v", 4}}}, {"k", std::nullopt})
+            .not_advanced == 2);
   CHECK(topic.Key("k").CompactionHead()->message.schema_version == 2);
 }
 
-TEST_CASE("the lock loop gives up after a bounded number of lost inserts, leaving the transaction usable") {
+TEST_CASE(
+    "the lock loop gives up after a bounded number of lost inserts, leaving "
+    "the transaction usable") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("vanishing");
   topic.Register();
@@ -172,8 +185,9 @@ TEST_CASE("the lock loop gives up after a bounded number of lost inserts, leavin
   db.raw().Query("CREATE FUNCTION " + db.QuotedSchema() +
                  ".swallow() RETURNS trigger LANGUAGE plpgsql AS "
                  "$$BEGIN RETURN NULL; END$$");
-  db.raw().Query("CREATE TRIGGER swallow BEFORE INSERT ON " + db.HeadTable("vanishing") +
-                 " FOR EACH ROW EXECUTE FUNCTION " + db.QuotedSchema() + ".swallow()");
+  db.raw().Query("CREATE TRIGGER swallow BEFORE INSERT ON " +
+                 db.HeadTable("vanishing") + " FOR EACH ROW EXECUTE FUNCTION " +
+                 db.QuotedSchema() + ".swallow()");
   Tx tx = db.client().Begin();
   CHECK_THROWS_WITH(topic.Key("k").LockCompactionHead(tx),
                     Catch::Contains("lost insert races"));
@@ -198,7 +212,9 @@ TEST_CASE("plain reads create no key row, and a rolled-back lock leaves none") {
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("rows")) == 0);
 }
 
-TEST_CASE("the caller's own lock_timeout expiring is a LockTimeout that leaves the transaction usable") {
+TEST_CASE(
+    "the caller's own lock_timeout expiring is a LockTimeout that leaves the "
+    "transaction usable") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("own-timeout");
   topic.Register();

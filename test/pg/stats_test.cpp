@@ -15,9 +15,9 @@ using compaction::TopicConfig;
 using compaction::TopicStats;
 using compaction::Tx;
 using testing::Counter;
+using testing::InsertHeadless;
 using testing::LiveDb;
 using testing::RawConn;
-using testing::InsertHeadless;
 using namespace std::chrono_literals;
 
 namespace {
@@ -116,7 +116,8 @@ TEST_CASE("stats of an unknown topic are a typed error", "[stats]") {
   CHECK_THROWS_AS(db.client().Stats("Bad Name"), compaction::InvalidArgument);
 }
 
-TEST_CASE("the stats query reads the partial index, not the head table", "[stats]") {
+TEST_CASE("the stats query reads the partial index, not the head table",
+          "[stats]") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("plan");
   topic.Register();
@@ -160,7 +161,8 @@ TEST_CASE("the stats query reads the partial index, not the head table", "[stats
   check_plan();
 }
 
-TEST_CASE("ListTopicStats lists every topic with its TTL and stats", "[stats]") {
+TEST_CASE("ListTopicStats lists every topic with its TTL and stats",
+          "[stats]") {
   LiveDb db;
   auto a = db.client().Topic<Counter>("list-a");
   auto b = db.client().Topic<Counter>("list-b");
@@ -211,7 +213,8 @@ TEST_CASE("stats count exactly up to the limit and estimate above it",
   // Materialized heads count for nothing, below or above the limit.
   auto producer = topic.RegisterProducer();
   for (int i = 0; i < 20; ++i) {
-    producer.Produce(Counter{i}, {"m" + std::to_string(i), CompactionOptions{}});
+    producer.Produce(Counter{i},
+                     {"m" + std::to_string(i), CompactionOptions{}});
   }
   auto check_age = [](const TopicStats& s) {
     CHECK(s.oldest_headless_age >= 3h);
@@ -233,8 +236,8 @@ TEST_CASE("stats count exactly up to the limit and estimate above it",
   CHECK(over.headless_rows_estimated);
   CHECK(over.headless_rows >= 11);
   check_age(over);
-  const TopicStats just = db.client().Stats(
-      "capped", StatsOptions{.exact_count_limit = 49});
+  const TopicStats just =
+      db.client().Stats("capped", StatsOptions{.exact_count_limit = 49});
   CHECK(just.headless_rows_estimated);
   CHECK(just.headless_rows >= 50);
   check_age(just);
@@ -265,7 +268,8 @@ TEST_CASE("stats count exactly up to the limit and estimate above it",
   CHECK(grown.headless_rows < 50000);
   check_age(grown);
   // The exact count does not depend on statistics.
-  const TopicStats exact = topic.Stats(StatsOptions{.exact_count_limit = 100000});
+  const TopicStats exact =
+      topic.Stats(StatsOptions{.exact_count_limit = 100000});
   CHECK(exact.headless_rows == 20050);
   CHECK_FALSE(exact.headless_rows_estimated);
   check_age(exact);
@@ -289,8 +293,9 @@ TEST_CASE("stats reject a bad exact_count_limit before any I/O", "[stats]") {
   // Not SchemaVersionMismatch: nothing is read from an uninstalled schema.
   auto elsewhere = compaction::Client::Connect(
       "", compaction::ClientOptions{.schema = db.schema() + "_absent"});
-  CHECK_THROWS_AS(elsewhere.ListTopicStats(StatsOptions{.exact_count_limit = 0}),
-                  compaction::InvalidArgument);
+  CHECK_THROWS_AS(
+      elsewhere.ListTopicStats(StatsOptions{.exact_count_limit = 0}),
+      compaction::InvalidArgument);
   CHECK_THROWS_AS(elsewhere.ListTopicStats(),
                   compaction::SchemaVersionMismatch);
   CHECK(topic.Stats(StatsOptions{.exact_count_limit = 1}).headless_rows == 0);
@@ -383,8 +388,8 @@ TEST_CASE("stats listing leaves out a topic destroyed while it runs",
   // the stats statement then waits on the DROP's lock of the head table.
   RawConn destroyer;
   destroyer.Query("BEGIN");
-  destroyer.Query("DELETE FROM " + db.QuotedSchema() + ".topic WHERE id = " +
-                  std::to_string(victim_id));
+  destroyer.Query("DELETE FROM " + db.QuotedSchema() +
+                  ".topic WHERE id = " + std::to_string(victim_id));
   destroyer.Query("DROP TABLE " + db.HeadTable(victim) + ", " +
                   db.MessageTable(victim));
   auto listing = std::async(std::launch::async,
@@ -430,7 +435,8 @@ TEST_CASE("one broken topic never fails the stats of the others", "[stats]") {
   // And one whose tables another build of the baseline created.
   db.raw().Query("UPDATE " + db.QuotedSchema() +
                  ".schema_version SET fingerprint = 'another-build' "
-                 "WHERE topic_id = " + std::to_string(db.TopicId(TopicName(17))));
+                 "WHERE topic_id = " +
+                 std::to_string(db.TopicId(TopicName(17))));
   const auto all = db.client().ListTopicStats();
   REQUIRE(all.size() == kTopics + 1);
   std::map<std::string, std::string> errors;

@@ -1,15 +1,15 @@
 // TopicEventListener against a live server: what Register and Destroy
 // announce arrives parsed, a hostile payload arrives refused, and the
 // connection carries the library's search_path pin.
-#include <chrono>
-#include <map>
-#include <string>
-#include <optional>
-#include <vector>
+#include "compaction/topic_events.hpp"
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
-#include "compaction/topic_events.hpp"
 #include "live_db.hpp"
 
 using compaction::TopicEventListener;
@@ -21,8 +21,10 @@ namespace {
 using Params = std::map<std::string, std::string>;
 
 TopicEventListener Listening() {
-  TopicEventListener listener(Params{{"application_name", "topic_events_test"}});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  TopicEventListener listener(
+      Params{{"application_name", "topic_events_test"}});
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!listener.Connect(std::chrono::milliseconds(100))) {
     REQUIRE(std::chrono::steady_clock::now() < deadline);
   }
@@ -36,10 +38,12 @@ std::vector<TopicEventListener::Notification> Next(TopicEventListener& listener,
                                                    LiveDb& db, std::size_t n) {
   std::vector<TopicEventListener::Notification> out;
   const int ours = db.raw().BackendPid();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
     for (auto& note : listener.Wait(std::chrono::milliseconds(100))) {
-      if (note.event ? note.event->schema == db.schema() : note.sender_pid == ours) {
+      if (note.event ? note.event->schema == db.schema()
+                     : note.sender_pid == ours) {
         out.push_back(std::move(note));
       }
     }
@@ -50,7 +54,9 @@ std::vector<TopicEventListener::Notification> Next(TopicEventListener& listener,
 
 }  // namespace
 
-TEST_CASE("TopicEventListener hears Register and Destroy and refuses a forged payload") {
+TEST_CASE(
+    "TopicEventListener hears Register and Destroy and refuses a forged "
+    "payload") {
   LiveDb db;
   std::optional<TopicEventListener> listener = Listening();
   auto topic = db.client().Topic<Counter>("heard");
@@ -64,13 +70,15 @@ TEST_CASE("TopicEventListener hears Register and Destroy and refuses a forged pa
   auto destroyed = Next(*listener, db, 1);
   REQUIRE(destroyed[0].event.has_value());
   CHECK(destroyed[0].event->event == "destroyed");
-  db.raw().Query(std::string("SELECT pg_notify('") + compaction::kTopicEventChannel +
-                 "', '[[[\"secret\"]]]')");
+  db.raw().Query(std::string("SELECT pg_notify('") +
+                 compaction::kTopicEventChannel + "', '[[[\"secret\"]]]')");
   auto forged = Next(*listener, db, 1);
   CHECK_FALSE(forged[0].event.has_value());
   CHECK(forged[0].why == "payload is not a JSON object");
 }
 
-TEST_CASE("TopicEventListener refuses what libpq cannot start, as ConnectionLost") {
-  CHECK_THROWS_AS(TopicEventListener(Params{{"no_such_keyword", "1"}}), compaction::ConnectionLost);
+TEST_CASE(
+    "TopicEventListener refuses what libpq cannot start, as ConnectionLost") {
+  CHECK_THROWS_AS(TopicEventListener(Params{{"no_such_keyword", "1"}}),
+                  compaction::ConnectionLost);
 }

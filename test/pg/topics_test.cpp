@@ -1,8 +1,7 @@
 // Topic registry and the baseline version gate.
+#include <catch2/catch.hpp>
 #include <future>
 #include <set>
-
-#include <catch2/catch.hpp>
 
 #include "live_db.hpp"
 
@@ -23,15 +22,17 @@ TEST_CASE("registering is idempotent and the newest TTL wins") {
   auto topics = db.client().ListTopics();
   REQUIRE(topics.size() == 1);
   CHECK(topics[0].name == "orders");
-  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".janitor_state") == 1);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() +
+                     ".janitor_state") == 1);
 }
 
 TEST_CASE("Register() without settings keeps what an operator set") {
   LiveDb db;
-  const std::string ttl_sql =
-      "SELECT headless_ttl_ms FROM " + db.QuotedSchema() + ".topic WHERE name = 'tuned'";
+  const std::string ttl_sql = "SELECT headless_ttl_ms FROM " +
+                              db.QuotedSchema() + ".topic WHERE name = 'tuned'";
   // The operator (`compactiond topic register tuned --headless-ttl 30m`).
-  db.NewClient(1).Topic<Counter>("tuned").Register(testing::Ttl(std::chrono::minutes(30)));
+  db.NewClient(1).Topic<Counter>("tuned").Register(
+      testing::Ttl(std::chrono::minutes(30)));
   // The application registers at every start, as the README shows.
   auto topic = db.client().Topic<Counter>("tuned");
   CHECK(topic.Register().headless_ttl == std::chrono::minutes(30));
@@ -43,7 +44,8 @@ TEST_CASE("Register() without settings keeps what an operator set") {
   CHECK(db.raw().Int(ttl_sql) == 300000);
   CHECK(topic.Register().headless_ttl == std::chrono::minutes(5));
   // A new topic registered without settings gets the default.
-  CHECK(db.client().Topic<Counter>("fresh").Register().headless_ttl == std::chrono::hours(1));
+  CHECK(db.client().Topic<Counter>("fresh").Register().headless_ttl ==
+        std::chrono::hours(1));
   // A set field is validated before any write.
   CHECK_THROWS_AS(topic.Register(testing::Ttl(std::chrono::milliseconds(0))),
                   compaction::InvalidArgument);
@@ -67,9 +69,11 @@ TEST_CASE("Destroy removes the topic and its tables") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("gone");
   const auto info = topic.Register();
-  topic.RegisterProducer().Produce(Counter{1}, {"k", compaction::CompactionOptions{}});
+  topic.RegisterProducer().Produce(Counter{1},
+                                   {"k", compaction::CompactionOptions{}});
   topic.Destroy();
-  CHECK(db.raw().Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1", {db.schema()}) == 4);
+  CHECK(db.raw().Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1",
+                     {db.schema()}) == 4);
   CHECK_THROWS_AS(topic.Key("k").CompactionHead(), compaction::TopicNotFound);
   CHECK_THROWS_AS(topic.Destroy(), compaction::TopicNotFound);
   // Registered again it starts empty under a new id; cached ids are refreshed.
@@ -78,7 +82,8 @@ TEST_CASE("Destroy removes the topic and its tables") {
   CHECK_FALSE(topic.Key("k").CompactionHead().has_value());
 }
 
-TEST_CASE("a plain read notices a topic destroyed and re-created by another client") {
+TEST_CASE(
+    "a plain read notices a topic destroyed and re-created by another client") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("swap");
   topic.Register();
@@ -86,7 +91,8 @@ TEST_CASE("a plain read notices a topic destroyed and re-created by another clie
   auto other = db.NewClient(1).Topic<Counter>("swap");
   other.Destroy();
   other.Register();
-  other.RegisterProducer().Produce(Counter{7}, {"k", compaction::CompactionOptions{}});
+  other.RegisterProducer().Produce(Counter{7},
+                                   {"k", compaction::CompactionOptions{}});
   CHECK(topic.Key("k").CompactionHead()->message.value == 7);
 }
 
@@ -94,7 +100,8 @@ TEST_CASE("InstallSchema is idempotent and concurrent installs succeed") {
   LiveDb db;
   db.client().InstallSchema();
   db.client().InstallSchema();
-  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".schema_version") == 1);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() +
+                     ".schema_version") == 1);
 
   compaction::ClientOptions options;
   options.schema = testing::Unique("fresh_");
@@ -108,23 +115,31 @@ TEST_CASE("InstallSchema is idempotent and concurrent installs succeed") {
   db.raw().Query("DROP SCHEMA \"" + options.schema + "\" CASCADE");
 }
 
-TEST_CASE("a database at another baseline version is refused with a clear error") {
+TEST_CASE(
+    "a database at another baseline version is refused with a clear error") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("versioned");
   topic.Register();
   const std::int64_t id = db.TopicId("versioned");
 
-  db.raw().Query("UPDATE " + db.QuotedSchema() + ".schema_version SET version = 2 WHERE topic_id = $1",
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                     ".schema_version SET version = 2 WHERE topic_id = $1",
                  {std::to_string(id)});
-  CHECK_THROWS_MATCHES(db.client().InTransaction([&](compaction::Tx& tx) {
-    topic.Key("k").LockCompactionHead(tx);
-  }), compaction::SchemaVersionMismatch, Catch::Matchers::Predicate<compaction::SchemaVersionMismatch>(
-      [](const auto& e) { return e.found() == 2 && e.expected() == 1; }, "found 2, expected 1"));
+  CHECK_THROWS_MATCHES(
+      db.client().InTransaction(
+          [&](compaction::Tx& tx) { topic.Key("k").LockCompactionHead(tx); }),
+      compaction::SchemaVersionMismatch,
+      Catch::Matchers::Predicate<compaction::SchemaVersionMismatch>(
+          [](const auto& e) { return e.found() == 2 && e.expected() == 1; },
+          "found 2, expected 1"));
   CHECK_THROWS_AS(topic.Register(), compaction::SchemaVersionMismatch);
 
-  db.raw().Query("UPDATE " + db.QuotedSchema() + ".schema_version SET version = 9 WHERE topic_id IS NULL");
-  CHECK_THROWS_WITH(db.NewClient(), Catch::Contains("version 9") && Catch::Contains("expects version 1"));
-  CHECK_THROWS_AS(db.client().InstallSchema(), compaction::SchemaVersionMismatch);
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                 ".schema_version SET version = 9 WHERE topic_id IS NULL");
+  CHECK_THROWS_WITH(db.NewClient(), Catch::Contains("version 9") &&
+                                        Catch::Contains("expects version 1"));
+  CHECK_THROWS_AS(db.client().InstallSchema(),
+                  compaction::SchemaVersionMismatch);
 }
 
 namespace {
@@ -141,39 +156,50 @@ auto SaysRecreate() {
 }
 }  // namespace
 
-TEST_CASE("a system baseline from another build of the same version is refused") {
+TEST_CASE(
+    "a system baseline from another build of the same version is refused") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("fp");
   topic.Register();
   db.raw().Query("UPDATE " + db.QuotedSchema() +
-                 ".schema_version SET fingerprint = 'another build' WHERE topic_id IS NULL");
-  CHECK_THROWS_MATCHES(db.NewClient(), compaction::SchemaVersionMismatch, SaysRecreate());
-  CHECK_THROWS_MATCHES(db.client().InstallSchema(), compaction::SchemaVersionMismatch,
+                 ".schema_version SET fingerprint = 'another build' WHERE "
+                 "topic_id IS NULL");
+  CHECK_THROWS_MATCHES(db.NewClient(), compaction::SchemaVersionMismatch,
                        SaysRecreate());
-  CHECK_THROWS_MATCHES(topic.Register(), compaction::SchemaVersionMismatch, SaysRecreate());
+  CHECK_THROWS_MATCHES(db.client().InstallSchema(),
+                       compaction::SchemaVersionMismatch, SaysRecreate());
+  CHECK_THROWS_MATCHES(topic.Register(), compaction::SchemaVersionMismatch,
+                       SaysRecreate());
   CHECK_THROWS_MATCHES(db.client().Topic<Counter>("new").Register(),
                        compaction::SchemaVersionMismatch, SaysRecreate());
-  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".topic") == 1);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".topic") ==
+        1);
 }
 
-TEST_CASE("a database from a build before fingerprints is refused, not a raw SQL error") {
+TEST_CASE(
+    "a database from a build before fingerprints is refused, not a raw SQL "
+    "error") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("old");
   topic.Register();
   auto reader = db.NewClient(1);
-  db.raw().Query("ALTER TABLE " + db.QuotedSchema() + ".schema_version DROP COLUMN fingerprint");
-  CHECK_THROWS_MATCHES(db.NewClient(), compaction::SchemaVersionMismatch, SaysRecreate());
-  CHECK_THROWS_MATCHES(db.client().InstallSchema(), compaction::SchemaVersionMismatch,
+  db.raw().Query("ALTER TABLE " + db.QuotedSchema() +
+                 ".schema_version DROP COLUMN fingerprint");
+  CHECK_THROWS_MATCHES(db.NewClient(), compaction::SchemaVersionMismatch,
                        SaysRecreate());
+  CHECK_THROWS_MATCHES(db.client().InstallSchema(),
+                       compaction::SchemaVersionMismatch, SaysRecreate());
   // A client connected before resolves the topic: the same error, and the
   // caller's transaction survives it.
   CHECK_THROWS_MATCHES(reader.Topic<Counter>("old").Key("k").CompactionHead(),
                        compaction::SchemaVersionMismatch, SaysRecreate());
   reader.InTransaction([&](compaction::Tx& tx) {
-    CHECK_THROWS_MATCHES(reader.Topic<Counter>("old").Key("k").LockCompactionHead(tx),
-                         compaction::SchemaVersionMismatch, SaysRecreate());
-    CHECK_THROWS_MATCHES(reader.Topic<Counter>("old").Key("k").LockCompactionHead(tx),
-                         compaction::SchemaVersionMismatch, SaysRecreate());
+    CHECK_THROWS_MATCHES(
+        reader.Topic<Counter>("old").Key("k").LockCompactionHead(tx),
+        compaction::SchemaVersionMismatch, SaysRecreate());
+    CHECK_THROWS_MATCHES(
+        reader.Topic<Counter>("old").Key("k").LockCompactionHead(tx),
+        compaction::SchemaVersionMismatch, SaysRecreate());
   });
 }
 
@@ -183,20 +209,27 @@ TEST_CASE("a topic created from another build's baseline is refused") {
   topic.Register();
   const std::string id = std::to_string(db.TopicId("fp-topic"));
   auto reader = db.NewClient(1);
-  db.raw().Query("UPDATE " + db.QuotedSchema() +
-                 ".schema_version SET fingerprint = 'other' WHERE topic_id = $1", {id});
-  CHECK_THROWS_MATCHES(topic.Register(), compaction::SchemaVersionMismatch, SaysRecreate());
-  CHECK_THROWS_MATCHES(reader.Topic<Counter>("fp-topic").Key("k").CompactionHead(),
-                       compaction::SchemaVersionMismatch, SaysRecreate());
+  db.raw().Query(
+      "UPDATE " + db.QuotedSchema() +
+          ".schema_version SET fingerprint = 'other' WHERE topic_id = $1",
+      {id});
+  CHECK_THROWS_MATCHES(topic.Register(), compaction::SchemaVersionMismatch,
+                       SaysRecreate());
+  CHECK_THROWS_MATCHES(
+      reader.Topic<Counter>("fp-topic").Key("k").CompactionHead(),
+      compaction::SchemaVersionMismatch, SaysRecreate());
   CHECK_THROWS_MATCHES(reader.Topic<Counter>("fp-topic").RegisterProducer(),
                        compaction::SchemaVersionMismatch, SaysRecreate());
   CHECK_THROWS_MATCHES(db.NewClient().InTransaction([&](compaction::Tx& tx) {
     db.client().Topic<Counter>("fp-topic").Key("k").LockCompactionHead(tx);
-  }), compaction::SchemaVersionMismatch, SaysRecreate());
+  }),
+                       compaction::SchemaVersionMismatch, SaysRecreate());
   // A fingerprint typed in by hand is shown shortened, without control
   // characters.
-  db.raw().Query("UPDATE " + db.QuotedSchema() + ".schema_version SET fingerprint = $2 "
-                 "WHERE topic_id = $1", {id, std::string(200, 'x') + "\n"});
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                     ".schema_version SET fingerprint = $2 "
+                     "WHERE topic_id = $1",
+                 {id, std::string(200, 'x') + "\n"});
   try {
     topic.Register();
     FAIL("no SchemaVersionMismatch");
@@ -225,13 +258,15 @@ TEST_CASE("listing topics of an uninstalled schema says it is not installed") {
 
 namespace {
 // The SQLSTATE and primary message of a statement the server refuses.
-std::pair<std::string, std::string> Refusal(testing::RawConn& raw, const std::string& sql) {
+std::pair<std::string, std::string> Refusal(testing::RawConn& raw,
+                                            const std::string& sql) {
   PGresult* r = PQexec(raw.get(), sql.c_str());
   auto field = [&](int code) {
     const char* v = PQresultErrorField(r, code);
     return std::string(v == nullptr ? "" : v);
   };
-  auto out = std::make_pair(field(PG_DIAG_SQLSTATE), field(PG_DIAG_MESSAGE_PRIMARY));
+  auto out =
+      std::make_pair(field(PG_DIAG_SQLSTATE), field(PG_DIAG_MESSAGE_PRIMARY));
   PQclear(r);
   return out;
 }
@@ -243,47 +278,59 @@ TEST_CASE("a head row's created_at is immutable, for a superuser too") {
   topic.Register();
   auto producer = topic.RegisterProducer();
   producer.Produce(Counter{1}, testing::Compacted("k", 1));
-  db.client().InTransaction([&](compaction::Tx& tx) { topic.Key("idle").LockCompactionHead(tx); });
+  db.client().InTransaction(
+      [&](compaction::Tx& tx) { topic.Key("idle").LockCompactionHead(tx); });
   const std::string table = db.HeadTable("born");
-  const std::string created = "SELECT created_at::text FROM " + table + " WHERE message_key = $1";
+  const std::string created =
+      "SELECT created_at::text FROM " + table + " WHERE message_key = $1";
   const auto k_created = db.raw().Value(created, {"k"});
   const auto idle_created = db.raw().Value(created, {"idle"});
 
   // db.raw() is the cluster's superuser.
   for (const std::string& sql : std::vector<std::string>{
            "UPDATE " + table + " SET created_at = now() - interval '1 day'",
-           "UPDATE " + table + " SET created_at = created_at + interval '1 microsecond' "
-           "WHERE message_key = 'idle'",
-           "INSERT INTO " + table + " AS h (message_key, created_at, updated_at, idle_since) "
-           "VALUES ('k', now(), now(), now()) ON CONFLICT ON CONSTRAINT " +
+           "UPDATE " + table +
+               " SET created_at = created_at + interval '1 microsecond' "
+               "WHERE message_key = 'idle'",
+           "INSERT INTO " + table +
+               " AS h (message_key, created_at, updated_at, idle_since) "
+               "VALUES ('k', now(), now(), now()) ON CONFLICT ON CONSTRAINT " +
                "compaction_head_" + std::to_string(db.TopicId("born")) +
                "_pkey DO UPDATE SET created_at = excluded.created_at"}) {
     INFO(sql);
     const auto [state, message] = Refusal(db.raw(), sql);
     CHECK(state == "23514");
-    CHECK_THAT(message, Catch::Contains("created_at of") && Catch::Contains("is immutable"));
+    CHECK_THAT(message, Catch::Contains("created_at of") &&
+                            Catch::Contains("is immutable"));
   }
   // A hostile search_path cannot turn the check off: an "=" that says every
   // two timestamps are equal, ahead of pg_catalog.
   const std::string evil = "\"" + db.schema() + "_evil\"";
   db.raw().Query("CREATE SCHEMA " + evil);
-  db.raw().Query("CREATE FUNCTION " + evil + ".eq(timestamptz, timestamptz) RETURNS boolean "
+  db.raw().Query("CREATE FUNCTION " + evil +
+                 ".eq(timestamptz, timestamptz) RETURNS boolean "
                  "LANGUAGE sql AS 'SELECT true'");
-  db.raw().Query("CREATE OPERATOR " + evil + ".= (LEFTARG = timestamptz, "
-                 "RIGHTARG = timestamptz, FUNCTION = " + evil + ".eq)");
+  db.raw().Query("CREATE OPERATOR " + evil +
+                 ".= (LEFTARG = timestamptz, "
+                 "RIGHTARG = timestamptz, FUNCTION = " +
+                 evil + ".eq)");
   db.raw().Query("SET search_path = " + evil + ", pg_catalog");
-  CHECK(Refusal(db.raw(), "UPDATE " + table + " SET created_at = '2001-01-01'").first == "23514");
+  CHECK(Refusal(db.raw(), "UPDATE " + table + " SET created_at = '2001-01-01'")
+            .first == "23514");
   db.raw().Query("RESET search_path");
   db.raw().Query("DROP SCHEMA " + evil + " CASCADE");
 
   // Setting it to what it is changes nothing and is allowed.
-  CHECK(db.raw().TryExec("UPDATE " + table + " SET created_at = created_at").empty());
+  CHECK(db.raw()
+            .TryExec("UPDATE " + table + " SET created_at = created_at")
+            .empty());
   // A head advance, a relock of the headless row and a first head on it work.
   CHECK(producer.Produce(Counter{2}, testing::Compacted("k", 2)).head_advanced);
   db.client().InTransaction([&](compaction::Tx& tx) {
     CHECK_FALSE(topic.Key("idle").LockCompactionHead(tx).has_value());
   });
-  CHECK(producer.Produce(Counter{3}, testing::Compacted("idle", 1)).head_advanced);
+  CHECK(producer.Produce(Counter{3}, testing::Compacted("idle", 1))
+            .head_advanced);
   CHECK(topic.Key("k").CompactionHead()->message.value == 2);
   CHECK(topic.Key("idle").CompactionHead()->message.value == 3);
   CHECK(db.raw().Value(created, {"k"}) == k_created);
@@ -292,28 +339,34 @@ TEST_CASE("a head row's created_at is immutable, for a superuser too") {
 
 TEST_CASE("a topic row typed in by hand is held to the library's rules") {
   LiveDb db;
-  const std::string insert = "INSERT INTO " + db.QuotedSchema() + ".topic (name, headless_ttl_ms) VALUES ";
+  const std::string insert = "INSERT INTO " + db.QuotedSchema() +
+                             ".topic (name, headless_ttl_ms) VALUES ";
   for (const std::string& values : std::vector<std::string>{
-       "('Upper', 1000)", "('', 1000)", "('-lead', 1000)", "('.lead', 1000)", "('with space', 1000)",
-        "('semi;colon', 1000)", "('" + std::string(101, 'a') + "', 1000)", "('caf\u00e9', 1000)",
-        "('ok', 0)", "('ok', -1)", "('ok', 3153600000001)"}) {
+           "('Upper', 1000)", "('', 1000)", "('-lead', 1000)",
+           "('.lead', 1000)", "('with space', 1000)", "('semi;colon', 1000)",
+           "('" + std::string(101, 'a') + "', 1000)", "('caf\u00e9', 1000)",
+           "('ok', 0)", "('ok', -1)", "('ok', 3153600000001)"}) {
     INFO(values);
     CHECK(db.raw().TryExec(insert + values) == "23514");
   }
-  for (const std::string& values : std::vector<std::string>{
-       "('" + std::string(100, 'a') + "', 1)", "('0.a_b-c', 3153600000000)"}) {
+  for (const std::string& values :
+       std::vector<std::string>{"('" + std::string(100, 'a') + "', 1)",
+                                "('0.a_b-c', 3153600000000)"}) {
     INFO(values);
     CHECK(db.raw().TryExec(insert + values) == "");
   }
 }
 
-TEST_CASE("Destroy behind a long transaction fails with LockTimeout instead of hanging") {
+TEST_CASE(
+    "Destroy behind a long transaction fails with LockTimeout instead of "
+    "hanging") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("busy");
   topic.Register();
   testing::RawConn reader;
   reader.Query("BEGIN");
-  reader.Query("SELECT count(*) FROM " + db.MessageTable("busy"));  // holds ACCESS SHARE
+  reader.Query("SELECT count(*) FROM " +
+               db.MessageTable("busy"));  // holds ACCESS SHARE
   const auto started = std::chrono::steady_clock::now();
   CHECK_THROWS_AS(topic.Destroy(), compaction::LockTimeout);
   const auto waited = std::chrono::steady_clock::now() - started;

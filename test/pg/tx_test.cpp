@@ -20,13 +20,16 @@ TEST_CASE("InTransaction commits on return and rolls back on throw") {
   CHECK_THROWS_WITH(db.client().InTransaction([&](Tx& tx) {
     producer.ProduceInTx(tx, Counter{2}, {"b", CompactionOptions{}});
     throw std::runtime_error("business rule failed");
-  }), "business rule failed");
+  }),
+                    "business rule failed");
   CHECK(topic.Key("a").CompactionHead().has_value());
   CHECK_FALSE(topic.Key("b").CompactionHead().has_value());
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("txs")) == 1);
 }
 
-TEST_CASE("a borrowed transaction is the caller's: its ROLLBACK discards lock row and produce") {
+TEST_CASE(
+    "a borrowed transaction is the caller's: its ROLLBACK discards lock row "
+    "and produce") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("borrowed");
   topic.Register();
@@ -44,7 +47,8 @@ TEST_CASE("a borrowed transaction is the caller's: its ROLLBACK discards lock ro
   CHECK(PQtransactionStatus(mine.get()) == PQTRANS_INTRANS);
   mine.Query("ROLLBACK");
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("borrowed")) == 0);
-  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("borrowed")) == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("borrowed")) ==
+        0);
 
   mine.Query("BEGIN");
   {
@@ -78,8 +82,10 @@ TEST_CASE("a borrowed connection in pipeline mode is refused, not corrupted") {
   REQUIRE(PQexitPipelineMode(mine.get()) == 1);
   Tx tx = Tx::Borrow(mine.get());
   REQUIRE(PQenterPipelineMode(mine.get()) == 1);  // after Borrow
-  CHECK_THROWS_AS(topic.Key("k").LockCompactionHead(tx), compaction::InvalidArgument);
-  CHECK_THROWS_WITH(topic.RegisterProducer().ProduceInTx(tx, Counter{1}, {"k", CompactionOptions{}}),
+  CHECK_THROWS_AS(topic.Key("k").LockCompactionHead(tx),
+                  compaction::InvalidArgument);
+  CHECK_THROWS_WITH(topic.RegisterProducer().ProduceInTx(
+                        tx, Counter{1}, {"k", CompactionOptions{}}),
                     Catch::Contains("pipeline mode"));
   REQUIRE(PQexitPipelineMode(mine.get()) == 1);
   CHECK(PQtransactionStatus(mine.get()) == PQTRANS_INTRANS);  // nothing sent
@@ -113,7 +119,8 @@ TEST_CASE("committing a transaction that failed reports the rollback") {
 TEST_CASE("an owned transaction keeps its client's pool alive") {
   LiveDb db;
   db.client().Topic<Counter>("outlive").Register();
-  auto tx = std::make_unique<Tx>(db.NewClient(1).Begin());  // the Client is gone
+  auto tx =
+      std::make_unique<Tx>(db.NewClient(1).Begin());  // the Client is gone
   auto topic = db.client().Topic<Counter>("outlive");
   CHECK_FALSE(topic.Key("k").LockCompactionHead(*tx).has_value());
   tx->Commit();
@@ -126,10 +133,13 @@ TEST_CASE("a moved-from transaction is a typed error, not a crash") {
   db.client().Topic<Counter>("moved").Register();
   Tx first = db.client().Begin();
   Tx second = std::move(first);
-  CHECK_THROWS_WITH(first.Commit(), Catch::Contains("moved from"));  // NOLINT(bugprone-use-after-move)
+  CHECK_THROWS_WITH(
+      first.Commit(),
+      Catch::Contains("moved from"));  // NOLINT(bugprone-use-after-move)
   CHECK_THROWS_AS(first.Commit(), compaction::UsageError);
-  CHECK_THROWS_AS(db.client().Topic<Counter>("moved").Key("k").LockCompactionHead(first),
-                  compaction::UsageError);
+  CHECK_THROWS_AS(
+      db.client().Topic<Counter>("moved").Key("k").LockCompactionHead(first),
+      compaction::UsageError);
   CHECK_THROWS_AS(first.status(), compaction::UsageError);
   second.Commit();
 }
@@ -159,14 +169,16 @@ TEST_CASE("a finished transaction says how it finished, as a UsageError") {
 // The connection breaks while COMMIT is in flight, which the library
 // cannot tell apart from a COMMIT that went through: a second Commit says
 // so instead of "already finished".
-TEST_CASE("a second Commit after CommitOutcomeUnknown says the transaction is in doubt") {
+TEST_CASE(
+    "a second Commit after CommitOutcomeUnknown says the transaction is in "
+    "doubt") {
   LiveDb db;
   compaction::Client client = db.NewClient(1);
   client.InTransaction([](Tx&) {});  // COMMIT is prepared: it is sent at once
   Tx tx = client.Begin();
-  const std::string pid =
-      std::to_string(PQbackendPID(tx.native_handle()));
-  REQUIRE(db.raw().Value("SELECT pg_terminate_backend($1, 10000)", {pid}) == "t");
+  const std::string pid = std::to_string(PQbackendPID(tx.native_handle()));
+  REQUIRE(db.raw().Value("SELECT pg_terminate_backend($1, 10000)", {pid}) ==
+          "t");
   CHECK_THROWS_AS(tx.Commit(), compaction::CommitOutcomeUnknown);
   CHECK(tx.status() == compaction::TxStatus::kInDoubt);
   CHECK_THROWS_AS(tx.Commit(), compaction::UsageError);
@@ -190,7 +202,8 @@ TEST_CASE("waiting for a pooled connection is bounded") {
   CHECK_NOTHROW(topic.Key("k").CompactionHead());
 }
 
-TEST_CASE("a malformed conninfo never echoes its text, which may hold a password") {
+TEST_CASE(
+    "a malformed conninfo never echoes its text, which may hold a password") {
   for (const std::string& conninfo :
        {std::string("postgresql://u:sekr%zzet@localhost/db"),
         std::string("host=localhost password=sekr et")}) {
@@ -198,7 +211,8 @@ TEST_CASE("a malformed conninfo never echoes its text, which may hold a password
       compaction::Client::Connect(conninfo);
       FAIL("connected");
     } catch (const compaction::InvalidArgument& e) {
-      CHECK_THAT(e.what(), !Catch::Contains("sekr") && Catch::Contains("conninfo"));
+      CHECK_THAT(e.what(),
+                 !Catch::Contains("sekr") && Catch::Contains("conninfo"));
     }
   }
 }

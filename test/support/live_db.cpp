@@ -3,10 +3,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 namespace testing {
 namespace {
@@ -41,19 +40,23 @@ RawConn::RawConn() : RawConn("") {}
 RawConn::RawConn(const std::string& conninfo)
     : conn_(PQconnectdb(conninfo.c_str())) {
   if (PQstatus(conn_) != CONNECTION_OK) {
-    FAIL("cannot connect to the test database (run through deploy/local/test.sh): "
-         << PQerrorMessage(conn_));
+    FAIL(
+        "cannot connect to the test database (run through "
+        "deploy/local/test.sh): "
+        << PQerrorMessage(conn_));
   }
 }
 
 RawConn::~RawConn() { PQfinish(conn_); }
 
 std::vector<std::vector<std::optional<std::string>>> RawConn::Query(
-    const std::string& sql, const std::vector<std::optional<std::string>>& params) {
+    const std::string& sql,
+    const std::vector<std::optional<std::string>>& params) {
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-  PGresult* r = PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()),
-                             nullptr, values.data(), nullptr, nullptr, 0);
+  PGresult* r =
+      PQexecParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                   values.data(), nullptr, nullptr, 0);
   const auto status = PQresultStatus(r);
   if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
     std::string error = PQerrorMessage(conn_);
@@ -77,15 +80,17 @@ std::vector<std::vector<std::optional<std::string>>> RawConn::Query(
 }
 
 std::optional<std::string> RawConn::Value(
-    const std::string& sql, const std::vector<std::optional<std::string>>& params) {
+    const std::string& sql,
+    const std::vector<std::optional<std::string>>& params) {
   auto rows = Query(sql, params);
   REQUIRE(rows.size() == 1);
   REQUIRE(rows[0].size() == 1);
   return rows[0][0];
 }
 
-std::int64_t RawConn::Int(const std::string& sql,
-                          const std::vector<std::optional<std::string>>& params) {
+std::int64_t RawConn::Int(
+    const std::string& sql,
+    const std::vector<std::optional<std::string>>& params) {
   auto v = Value(sql, params);
   REQUIRE(v.has_value());
   return std::stoll(*v);
@@ -142,7 +147,8 @@ compaction::Client LiveDb::NewClient(int pool_size) const {
 }
 
 std::int64_t LiveDb::TopicId(const std::string& name) {
-  return raw_.Int("SELECT id FROM " + QuotedSchema() + ".topic WHERE name = $1", {name});
+  return raw_.Int("SELECT id FROM " + QuotedSchema() + ".topic WHERE name = $1",
+                  {name});
 }
 
 std::string LiveDb::HeadTable(const std::string& topic) {

@@ -11,11 +11,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "compaction/compaction.hpp"
 
@@ -54,10 +53,12 @@ class RawConn {
 
   // Runs `sql` (parameters as text, nullopt = NULL); fails the test on error.
   std::vector<std::vector<std::optional<std::string>>> Query(
-      const std::string& sql, const std::vector<std::optional<std::string>>& params = {});
+      const std::string& sql,
+      const std::vector<std::optional<std::string>>& params = {});
   // The single value of a one-row, one-column query.
   std::optional<std::string> Value(
-      const std::string& sql, const std::vector<std::optional<std::string>>& params = {});
+      const std::string& sql,
+      const std::vector<std::optional<std::string>>& params = {});
   std::int64_t Int(const std::string& sql,
                    const std::vector<std::optional<std::string>>& params = {});
   // Like Query but returns the SQLSTATE of a failure ("" on success).
@@ -99,9 +100,9 @@ class LiveDb {
 // Waits until a backend running a query that contains both `marker` and
 // `schema` (so parallel tests do not see each other) waits on a heavyweight
 // lock (pg_stat_activity.wait_event_type = 'Lock'). False after `timeout`.
-bool WaitForLockWait(RawConn& observer, const std::string& marker,
-                     const std::string& schema,
-                     std::chrono::milliseconds timeout = std::chrono::seconds(10));
+bool WaitForLockWait(
+    RawConn& observer, const std::string& marker, const std::string& schema,
+    std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // A TopicConfig that sets only the headless TTL.
 inline compaction::TopicConfig Ttl(std::chrono::milliseconds ttl) {

@@ -1,7 +1,8 @@
+#include "pg/sqlstate.hpp"
+
 #include <catch2/catch.hpp>
 
 #include "compaction/errors.hpp"
-#include "pg/sqlstate.hpp"
 
 using namespace compaction;
 
@@ -35,20 +36,27 @@ TEST_CASE("SQLSTATEs map onto the error hierarchy") {
   ExpectMapped<DatabaseError>("");
 }
 
-TEST_CASE("a database error keeps its SQLSTATE and derived classes stay DatabaseErrors") {
+TEST_CASE(
+    "a database error keeps its SQLSTATE and derived classes stay "
+    "DatabaseErrors") {
   try {
-    pg::ThrowForSqlState("Op", "55P03", "canceling statement due to lock timeout", false);
+    pg::ThrowForSqlState("Op", "55P03",
+                         "canceling statement due to lock timeout", false);
   } catch (const DatabaseError& e) {
     CHECK(e.sqlstate() == "55P03");
     CHECK(dynamic_cast<const LockTimeout*>(&e) != nullptr);
     CHECK(std::string(e.what()) ==
-          "Op: lock timeout: canceling statement due to lock timeout (SQLSTATE 55P03)");
+          "Op: lock timeout: canceling statement due to lock timeout (SQLSTATE "
+          "55P03)");
   }
 }
 
-TEST_CASE("a cancelled statement is its own class, still a DatabaseError with its SQLSTATE") {
+TEST_CASE(
+    "a cancelled statement is its own class, still a DatabaseError with its "
+    "SQLSTATE") {
   try {
-    pg::ThrowForSqlState("Op", "57014", "canceling statement due to user request", false);
+    pg::ThrowForSqlState("Op", "57014",
+                         "canceling statement due to user request", false);
     FAIL("no exception");
   } catch (const DatabaseError& e) {
     CHECK(e.sqlstate() == "57014");
@@ -59,16 +67,20 @@ TEST_CASE("a cancelled statement is its own class, still a DatabaseError with it
 TEST_CASE("an uninstalled schema is a SchemaVersionMismatch that says so") {
   const SchemaVersionMismatch missing("Op", "schema x", 0, 1);
   CHECK(missing.not_installed());
-  CHECK_THAT(missing.what(), Catch::Contains("not installed") && !Catch::Contains("compactiond"));
+  CHECK_THAT(missing.what(), Catch::Contains("not installed") &&
+                                 !Catch::Contains("compactiond"));
   CHECK_FALSE(SchemaVersionMismatch("Op", "schema x", 2, 1).not_installed());
-  CHECK_FALSE(SchemaVersionMismatch("Op", "schema x", 1, "abc", "def").not_installed());
+  CHECK_FALSE(
+      SchemaVersionMismatch("Op", "schema x", 1, "abc", "def").not_installed());
 }
 
-TEST_CASE("a prepared statement missing or duplicated names the pooler option") {
+TEST_CASE(
+    "a prepared statement missing or duplicated names the pooler option") {
   for (std::string_view state : {"26000", "42P05"}) {
     INFO(state);
     try {
-      pg::ThrowForSqlState("Op", state, "prepared statement \"x\" does not exist", false);
+      pg::ThrowForSqlState("Op", state,
+                           "prepared statement \"x\" does not exist", false);
       FAIL("no exception");
     } catch (const DatabaseError& e) {
       CHECK(e.sqlstate() == state);
