@@ -61,21 +61,9 @@ compaction::Client SyncClient(LiveDb& db, const std::string& app,
       "options='-c synchronous_commit=remote_apply'", options);
 }
 
-// Waits until `app`'s backend waits for the standby, then terminates it.
+// Terminates `app`'s backend once its COMMIT waits for the standby.
 bool TerminateInSyncRep(RawConn& raw, const std::string& app) {
-  std::int64_t pid = 0;
-  testing::WaitUntil(
-      [&] {
-        pid = raw.Int(
-            "SELECT coalesce(max(pid), 0) FROM pg_stat_activity "
-            "WHERE application_name = $1 AND wait_event = 'SyncRep'",
-            {app});
-        return pid != 0;
-      },
-      std::chrono::seconds(10));
-  if (pid == 0) return false;
-  return raw.Value("SELECT pg_terminate_backend($1)", {std::to_string(pid)}) ==
-         "t";
+  return testing::TerminateWhen(raw, app, "wait_event = 'SyncRep'");
 }
 
 }  // namespace

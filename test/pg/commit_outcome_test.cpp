@@ -52,23 +52,10 @@ std::int64_t RandomKey() {
   return static_cast<std::int64_t>(engine() >> 2);
 }
 
-// Waits until the backend of `app` waits on a lock (its COMMIT at the
-// trigger), then terminates it. True when it did.
+// Terminates `app`'s backend once its COMMIT waits at the trigger's lock.
 bool TerminateWhenBlocked(RawConn& raw, const std::string& app) {
-  std::int64_t pid = 0;
-  testing::WaitUntil(
-      [&] {
-        pid = raw.Int(
-            "SELECT coalesce(max(pid), 0) FROM pg_stat_activity "
-            "WHERE application_name = $1 AND wait_event_type = 'Lock' "
-            "AND query = 'COMMIT'",
-            {app});
-        return pid != 0;
-      },
-      std::chrono::seconds(10));
-  if (pid == 0) return false;
-  return raw.Value("SELECT pg_terminate_backend($1)", {std::to_string(pid)}) ==
-         "t";
+  return testing::TerminateWhen(
+      raw, app, "wait_event_type = 'Lock' AND query = 'COMMIT'");
 }
 
 }  // namespace

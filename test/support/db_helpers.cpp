@@ -1,5 +1,7 @@
 #include "db_helpers.hpp"
 
+#include <cstdint>
+
 namespace testing {
 
 TriggerGate::TriggerGate(LiveDb& db, const std::string& table,
@@ -32,6 +34,24 @@ void Age(RawConn& raw, const std::string& table, const std::string& key,
                 "idle_since = now() - $2::interval "
                 "WHERE message_key = $1 AND head_id IS NULL",
             {key, age});
+}
+
+bool TerminateWhen(RawConn& raw, const std::string& app,
+                   const std::string& waiting) {
+  std::int64_t pid = 0;
+  WaitUntil(
+      [&] {
+        pid = raw.Int(
+            "SELECT coalesce(max(pid), 0) FROM pg_stat_activity "
+            "WHERE application_name = $1 AND " +
+                waiting,
+            {app});
+        return pid != 0;
+      },
+      std::chrono::seconds(10));
+  if (pid == 0) return false;
+  return raw.Value("SELECT pg_terminate_backend($1)", {std::to_string(pid)}) ==
+         "t";
 }
 
 }  // namespace testing

@@ -43,4 +43,10 @@ class TriggerGate {
 void Age(RawConn& raw, const std::string& table, const std::string& key,
          const std::string& age = "2 hours");
 
+// Waits (up to 10 s) until a backend of application `app` matches
+// `waiting`, a condition on pg_stat_activity's columns written by the test
+// (e.g. "wait_event = 'SyncRep'"), then terminates it. True when it did.
+bool TerminateWhen(RawConn& raw, const std::string& app,
+                   const std::string& waiting);
+
 }  // namespace testing
