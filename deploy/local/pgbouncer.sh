@@ -22,13 +22,8 @@ cmd=${1:-}
 dir=${2:-}
 [[ -n "$cmd" && -n "$dir" ]] || { echo "usage: $0 start|stop DIR" >&2; exit 2; }
 
-as_owner() {
-  if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=deploy/local/common.sh
+. "$(dirname "$0")/common.sh"
 
 wait_listening() {
   local port=$1

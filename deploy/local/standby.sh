@@ -25,13 +25,8 @@ dir=${2:-}
   exit 2
 }
 
-as_owner() {
-  if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=deploy/local/common.sh
+. "$(dirname "$0")/common.sh"
 
 # Starts the cluster in $1 on port $2 with its socket in $3; extra server
 # options in $4.

@@ -33,7 +33,8 @@ trap 'bash "$root/deploy/local/pg.sh" stop "$pgdir"' EXIT
 bash "$root/deploy/local/pg.sh" start "$pgdir"
 # shellcheck disable=SC1091
 . "$pgdir/env"
-as_owner() { if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# shellcheck source=deploy/local/common.sh
+. "$root/deploy/local/common.sh"
 "$PG_BIN/psql" -qX -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
 as_owner "$PG_BIN/pg_ctl" -D "$pgdir/data" -l "$pgdir/server.log" -w restart >/dev/null
 
