@@ -32,31 +32,43 @@ compaction::Client ClientNamed(LiveDb& db, const std::string& app) {
   return compaction::Client::Connect("", options);
 }
 
-// Makes every COMMIT of a transaction that inserted into `table` wait for
-// advisory lock `key` (a deferred constraint trigger runs at COMMIT).
-void HoldCommitsOn(LiveDb& db, const std::string& table, std::int64_t key) {
-  const std::string fn = db.QuotedSchema() + ".hold_commit";
-  db.raw().Query("CREATE OR REPLACE FUNCTION " + fn +
-                 "() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN "
-                 "PERFORM pg_catalog.pg_advisory_xact_lock(" +
-                 std::to_string(key) + "); RETURN NULL; END$$");
-  db.raw().Query("CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT ON " +
-                 table +
-                 " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE "
-                 "FUNCTION " +
-                 fn + "()");
-}
-
 std::int64_t RandomKey() {
   static std::mt19937_64 engine{std::random_device{}()};
   return static_cast<std::int64_t>(engine() >> 2);
 }
 
-// Terminates `app`'s backend once its COMMIT waits at the trigger's lock.
-bool TerminateWhenBlocked(RawConn& raw, const std::string& app) {
-  return testing::TerminateWhen(
-      raw, app, "wait_event_type = 'Lock' AND query = 'COMMIT'");
-}
+// Holds every COMMIT of a transaction that inserted into `table`: a
+// deferred constraint trigger runs at COMMIT and waits for an advisory lock
+// this object holds until TerminateWaiting().
+class CommitHold {
+ public:
+  CommitHold(LiveDb& db, const std::string& table) : key_(RandomKey()) {
+    const std::string fn = db.QuotedSchema() + ".hold_commit";
+    db.raw().Query("CREATE OR REPLACE FUNCTION " + fn +
+                   "() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN "
+                   "PERFORM pg_catalog.pg_advisory_xact_lock(" +
+                   std::to_string(key_) + "); RETURN NULL; END$$");
+    db.raw().Query("CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT ON " +
+                   table +
+                   " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE "
+                   "FUNCTION " +
+                   fn + "()");
+    holder_.Query("SELECT pg_advisory_lock($1)", {std::to_string(key_)});
+  }
+
+  // Terminates `app`'s backend once its COMMIT waits here, then lets the
+  // COMMITs after it through. True when it terminated it.
+  bool TerminateWaiting(RawConn& raw, const std::string& app) {
+    const bool terminated = testing::TerminateWhen(
+        raw, app, "wait_event_type = 'Lock' AND query = 'COMMIT'");
+    holder_.Query("SELECT pg_advisory_unlock($1)", {std::to_string(key_)});
+    return terminated;
+  }
+
+ private:
+  std::int64_t key_;
+  RawConn holder_;
+};
 
 }  // namespace
 
@@ -69,15 +81,11 @@ TEST_CASE(
   auto topic = client.Topic<Counter>("held");
   topic.Register();
   auto producer = topic.RegisterProducer();
-  const std::int64_t key = RandomKey();
-  HoldCommitsOn(db, db.MessageTable("held"), key);
-  RawConn holder;
-  holder.Query("SELECT pg_advisory_lock($1)", {std::to_string(key)});
+  CommitHold hold(db, db.MessageTable("held"));
   auto produce = std::async(std::launch::async, [&] {
     return producer.Produce(Counter{1}, Compacted("k"));
   });
-  REQUIRE(TerminateWhenBlocked(db.raw(), app));
-  holder.Query("SELECT pg_advisory_unlock($1)", {std::to_string(key)});
+  REQUIRE(hold.TerminateWaiting(db.raw(), app));
   CHECK_THROWS_AS(produce.get(), ConnectionLost);
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 0);
   // Safe to retry: the retry is the only copy.
@@ -95,16 +103,12 @@ TEST_CASE(
   auto topic = client.Topic<Counter>("held");
   topic.Register();
   auto producer = topic.RegisterProducer();
-  const std::int64_t key = RandomKey();
-  HoldCommitsOn(db, db.MessageTable("held"), key);
-  RawConn holder;
-  holder.Query("SELECT pg_advisory_lock($1)", {std::to_string(key)});
+  CommitHold hold(db, db.MessageTable("held"));
   Tx tx = client.Begin();
   CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());
   producer.ProduceInTx(tx, Counter{1}, Compacted("k"));
   auto commit = std::async(std::launch::async, [&] { tx.Commit(); });
-  REQUIRE(TerminateWhenBlocked(db.raw(), app));
-  holder.Query("SELECT pg_advisory_unlock($1)", {std::to_string(key)});
+  REQUIRE(hold.TerminateWaiting(db.raw(), app));
   CHECK_THROWS_AS(commit.get(), ConnectionLost);
   CHECK(tx.status() == TxStatus::kAborted);
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 0);
@@ -117,16 +121,12 @@ TEST_CASE(
   compaction::Client client = ClientNamed(db, app);
   auto topic = client.Topic<Counter>("held");
   topic.Register();
-  const std::int64_t key = RandomKey();
   // The lock inserts the key's (headless) row: hold COMMITs on that table.
-  HoldCommitsOn(db, db.HeadTable("held"), key);
-  RawConn holder;
-  holder.Query("SELECT pg_advisory_lock($1)", {std::to_string(key)});
+  CommitHold hold(db, db.HeadTable("held"));
   Tx tx = client.Begin();
   CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());
   auto commit = std::async(std::launch::async, [&] { tx.Commit(); });
-  REQUIRE(TerminateWhenBlocked(db.raw(), app));
-  holder.Query("SELECT pg_advisory_unlock($1)", {std::to_string(key)});
+  REQUIRE(hold.TerminateWaiting(db.raw(), app));
   // Nothing the library wrote to look for: it cannot tell.
   CHECK_THROWS_AS(commit.get(), CommitOutcomeUnknown);
   CHECK(tx.status() == TxStatus::kInDoubt);
