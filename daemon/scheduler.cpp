@@ -24,10 +24,6 @@ std::int64_t UnixMicros() {
       .count();
 }
 
-}  // namespace
-
-namespace {
-
 // The default `owner`: one name for every run of this process. The library's
 // default names each sweep apart, so the claim of a run whose connection
 // broke mid-batch (a failover) would make this daemon skip the topic as
