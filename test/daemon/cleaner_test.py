@@ -40,8 +40,9 @@ def register(schema, name, *flags):
 
 def writer(schema, tid, seconds, pause):
     """A psql session that produces, like the library, for `seconds`: keyed
-    compacted values over KEYS keys, a tombstone every 7th, an unkeyed
-    message every 5th. created_at is the clock at each insert (inside one DO
+    compacted values over KEYS keys, a tombstone every 7th keyed message (so
+    the last keyed message of some key, one of the last 7, is a tombstone
+    head that must expire), an unkeyed message every 5th. created_at is the clock at each insert (inside one DO
     block statement_timestamp() would stay at its start)."""
     m = f'"{schema}".message_{tid}'
     h = f'"{schema}".compaction_head_{tid}'
@@ -50,6 +51,7 @@ DO $$
 DECLARE
   deadline timestamptz := clock_timestamp() + interval '{seconds} seconds';
   i int := 0;
+  j int := 0;
   k text;
 BEGIN
   WHILE clock_timestamp() < deadline LOOP
@@ -60,10 +62,11 @@ BEGIN
                        created_at)
       VALUES (NULL, 1, NULL, '{{}}', clock_timestamp());
     ELSE
+      j := j + 1;
       WITH n AS (
         INSERT INTO {m} (message_key, schema_version, compaction_rank,
                          payload, created_at)
-        VALUES (k, 1, 0, CASE WHEN i % 7 = 0 THEN NULL
+        VALUES (k, 1, 0, CASE WHEN j % 7 = 0 THEN NULL
                               ELSE pg_catalog.jsonb_build_object('i', i) END,
                 clock_timestamp())
         RETURNING id)
