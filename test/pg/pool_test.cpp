@@ -105,3 +105,29 @@ TEST_CASE("a connection adopted unused goes to the first thread without one") {
   pg::Pool::Lease again = pool.Acquire("pool_test");
   CHECK(Pid(again) == adopted_pid);
 }
+
+// The check runs only on connections idle for kCheckAliveAfterIdle or more
+// (a thread's back-to-back transactions skip it); the wait below makes this
+// one such a connection whatever the machine's speed.
+TEST_CASE("a connection the server ended while it idled is replaced") {
+  pg::Pool pool = MakePool(1);
+  int ended_pid = 0;
+  {
+    pg::Pool::Lease lease = pool.Acquire("pool_test");
+    ended_pid = Pid(lease);
+  }
+  pg::ConnPtr admin = pg::Connect(pg::ParseConninfo("", "pool_test"),
+                                  "pool_test", "pool_test");
+  // Waits (up to 10 s) until the backend has exited.
+  pg::Result ended(PQexec(
+      admin.get(), ("SELECT pg_terminate_backend(" + std::to_string(ended_pid) +
+                    ", 10000)")
+                       .c_str()));
+  REQUIRE(PQresultStatus(ended.get()) == PGRES_TUPLES_OK);
+  REQUIRE(std::string(PQgetvalue(ended.get(), 0, 0)) == "t");
+  std::this_thread::sleep_for(2 * pg::kCheckAliveAfterIdle);
+  pg::Pool::Lease fresh = pool.Acquire("pool_test");
+  CHECK(Pid(fresh) != ended_pid);
+  pg::Result works(PQexec((*fresh).get(), "SELECT 1"));
+  CHECK(PQresultStatus(works.get()) == PGRES_TUPLES_OK);
+}

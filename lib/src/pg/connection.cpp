@@ -268,12 +268,18 @@ ServerIdentity ReadServerIdentity(PGconn* conn, const char* operation) {
 }
 
 bool LooksAlive(PGconn* conn) {
-  if (PQstatus(conn) != CONNECTION_OK) return false;
-  pollfd p{PQsocket(conn), POLLIN, 0};
-  if (::poll(&p, 1, 0) <= 0) return true;  // nothing pending: as it was
   // An idle connection has nothing to say but notifications; an error or
-  // EOF means the server ended it (its FATAL goes to the notice receiver).
-  if (PQconsumeInput(conn) == 0) return false;
+  // EOF means the server ended it. A terminated backend sends its FATAL
+  // and then closes: libpq takes the FATAL of an idle connection as a
+  // notice (to the notice receiver) and sees the end of the stream only on
+  // the next read, so read until nothing is pending (bounded: a flood of
+  // notifications is not worth more than a few reads here).
+  for (int reads = 0; reads < 4; ++reads) {
+    if (PQstatus(conn) != CONNECTION_OK) return false;
+    pollfd p{PQsocket(conn), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return true;  // nothing pending: as it was
+    if (PQconsumeInput(conn) == 0) return false;
+  }
   return PQstatus(conn) == CONNECTION_OK;
 }
 

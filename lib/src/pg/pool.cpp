@@ -24,6 +24,7 @@ void Pool::Adopt(ConnPtr conn) {
   ++open_;
   idle_.push_back(std::make_unique<Connection>(
       std::move(conn), prepared_statements_, local_settings_));
+  idle_.back()->set_idle_since(std::chrono::steady_clock::now());
   available_.notify_one();
 }
 
@@ -45,7 +46,9 @@ Pool::Lease Pool::Acquire(const char* operation) {
     // One the server ended while it idled (a failover, a terminated
     // backend) is replaced here, before anything is sent on it: a
     // statement sent there would come back as an unknown outcome.
-    if (!LooksAlive(conn->get())) {
+    const bool idled = std::chrono::steady_clock::now() - conn->idle_since() >=
+                       kCheckAliveAfterIdle;
+    if (idled && !LooksAlive(conn->get())) {
       --open_;
       continue;
     }
@@ -98,6 +101,7 @@ void Pool::Release(std::unique_ptr<Connection> conn, bool discard) {
                         !s.in_pipeline();
   std::lock_guard lock(mutex_);
   if (reusable) {
+    conn->set_idle_since(std::chrono::steady_clock::now());
     idle_.push_back(std::move(conn));
   } else {
     --open_;  // conn closes when it goes out of scope

@@ -22,6 +22,15 @@
 
 namespace compaction::pg {
 
+// An idle connection is checked for a server-side end (LooksAlive) before it
+// is handed out only when it idled at least this long. One that a thread
+// hands back and takes again at once is as alive as its last statement
+// found it: an end inside that window is no different from one during the
+// next statement, which the caller sees and handles anyway. Checking every
+// acquire cost reads at 4 threads a fifth of their throughput (RESULTS.md,
+// H-ab-alive); a failover leaves connections idle far longer than this.
+inline constexpr std::chrono::milliseconds kCheckAliveAfterIdle{5};
+
 class Connection {
  public:
   // `local_settings`: LocalSettingsSql for a connection opened with
@@ -38,6 +47,13 @@ class Connection {
   // The thread that acquired it last; none for a connection never leased.
   std::thread::id last_user() const { return last_user_; }
   void set_last_user(std::thread::id id) { last_user_ = id; }
+  // When it was last handed back to (or adopted by) the pool.
+  std::chrono::steady_clock::time_point idle_since() const {
+    return idle_since_;
+  }
+  void set_idle_since(std::chrono::steady_clock::time_point t) {
+    idle_since_ = t;
+  }
   // Without prepared statements the session has no cache: Exec sends the
   // statements unnamed.
   Session session() {
@@ -52,6 +68,7 @@ class Connection {
   ServerIdentity server_;
   PreparedCache cache_;
   std::thread::id last_user_;
+  std::chrono::steady_clock::time_point idle_since_;
 };
 
 class Pool {
