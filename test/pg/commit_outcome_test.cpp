@@ -57,10 +57,13 @@ class CommitHold {
   }
 
   // Terminates `app`'s backend once its COMMIT waits here, then lets the
-  // COMMITs after it through. True when it terminated it.
+  // COMMITs after it through. True when it terminated it. (An autocommit
+  // produce commits at its pipeline's sync with no COMMIT statement, so
+  // pg_stat_activity shows the INSERT: the wait on the advisory lock is
+  // what says it is committing.)
   bool TerminateWaiting(RawConn& raw, const std::string& app) {
     const bool terminated = testing::TerminateWhen(
-        raw, app, "wait_event_type = 'Lock' AND query = 'COMMIT'");
+        raw, app, "wait_event_type = 'Lock' AND wait_event = 'advisory'");
     holder_.Query("SELECT pg_advisory_unlock($1)", {std::to_string(key_)});
     return terminated;
   }
@@ -130,4 +133,75 @@ TEST_CASE(
   // Nothing the library wrote to look for: it cannot tell.
   CHECK_THROWS_AS(commit.get(), CommitOutcomeUnknown);
   CHECK(tx.status() == TxStatus::kInDoubt);
+}
+
+TEST_CASE(
+    "an autocommit produce whose commit the server refuses throws its error "
+    "and stores nothing") {
+  LiveDb db;
+  compaction::Client client = ClientNamed(db, testing::Unique("co_refused"));
+  auto topic = client.Topic<Counter>("refused");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("k"));
+  // A deferred constraint trigger that refuses every commit from now on.
+  const std::string fn = db.QuotedSchema() + ".refuse_commit";
+  db.raw().Query("CREATE FUNCTION " + fn +
+                 "() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN "
+                 "RAISE EXCEPTION 'refused at commit' USING ERRCODE = "
+                 "'23514'; END$$");
+  db.raw().Query("CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON " +
+                 db.MessageTable("refused") +
+                 " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE "
+                 "FUNCTION " +
+                 fn + "()");
+  CHECK_THROWS_WITH(producer.Produce(Counter{2}, Compacted("k")),
+                    Catch::Contains("refused at commit"));
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("refused")) ==
+        1);
+  CHECK(topic.Key("k").CompactionHead()->message.value == 1);
+  // The connection went back to the pool clean: the next produce works.
+  db.raw().Query("DROP TRIGGER refuse_commit ON " + db.MessageTable("refused"));
+  producer.Produce(Counter{3}, Compacted("k"));
+  CHECK(topic.Key("k").CompactionHead()->message.value == 3);
+}
+
+// An autocommit produce is an implicit transaction at the connection's
+// default isolation, which the library pins to READ COMMITTED: under
+// REPEATABLE READ or SERIALIZABLE a produce that waited for another
+// transaction's update of the key's head would fail with 40001.
+TEST_CASE(
+    "an autocommit produce runs READ COMMITTED whatever isolation the "
+    "conninfo asks for") {
+  LiveDb db;
+  const std::string app = testing::Unique("co_iso");
+  compaction::ClientOptions options;
+  options.schema = db.schema();
+  options.application_name = app;
+  auto client = compaction::Client::Connect(
+      "options='-c default_transaction_isolation=serializable'", options);
+  auto topic = client.Topic<Counter>("iso");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("k"));
+  // Another transaction updates the head row and holds it...
+  RawConn other;
+  other.Query("BEGIN");
+  other.Query("UPDATE " + db.HeadTable("iso") +
+              " SET updated_at = updated_at WHERE message_key = 'k'");
+  auto produce = std::async(std::launch::async, [&] {
+    return producer.Produce(Counter{2}, Compacted("k"));
+  });
+  // ...until the produce waits for it, then commits.
+  REQUIRE(testing::WaitUntil(
+      [&] {
+        return db.raw().Int(
+                   "SELECT count(*) FROM pg_stat_activity WHERE "
+                   "application_name = $1 AND wait_event_type = 'Lock'",
+                   {app}) == 1;
+      },
+      std::chrono::seconds(10)));
+  other.Query("COMMIT");
+  CHECK(produce.get().head_advanced);
+  CHECK(topic.Key("k").CompactionHead()->message.value == 2);
 }

@@ -317,14 +317,11 @@ bool JudgeCommitted(Session session, const char* operation,
              results.size() > commit ? results[commit].get() : nullptr);
 }
 
-}  // namespace
-
-CommittedExec ExecCommitted(Session session, const char* operation,
-                            const Statement& statement) {
-  if (PQpipelineStatus(session.conn) != PQ_PIPELINE_OFF) {
-    throw InvalidArgument(operation, "the connection is in pipeline mode");
-  }
-  if (!session.open()) ThrowError(operation, session.conn, nullptr);
+// BEGIN, the session's local settings, the statement, a flush request and
+// COMMIT: for a session behind a transaction pooler, whose settings hold
+// per transaction only and whose isolation default is the server's.
+CommittedExec ExecInBlock(Session session, const char* operation,
+                          const Statement& statement) {
   std::vector<Statement> all = {{"BEGIN ISOLATION LEVEL READ COMMITTED", {}}};
   if (NeedsLocalSettings(session)) {
     all.push_back(Statement{*session.local_settings, {}});
@@ -355,6 +352,89 @@ CommittedExec ExecCommitted(Session session, const char* operation,
     out.rows = std::move(results[commit - 1]);
   }
   return out;
+}
+
+// Reads up to and including the sync point after a pipeline's last
+// statement. True when the sync came; `error` keeps the first error the
+// server sent before it (the implicit COMMIT's refusal). False when the
+// connection broke first.
+bool ReadSync(PGconn* conn, Result& error) {
+  for (int nulls = 0; nulls < 1000;) {
+    Result r(PQgetResult(conn));
+    if (r == nullptr) {
+      if (PQstatus(conn) != CONNECTION_OK) return false;
+      ++nulls;
+      continue;
+    }
+    if (PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) return true;
+    if (!error && !Succeeded(r.get())) error = std::move(r);
+  }
+  return false;
+}
+
+// The statement alone in an implicit transaction, which the server commits
+// at the sync point: no BEGIN or COMMIT to parse, bind and run. The
+// connection's isolation default is pinned to READ COMMITTED
+// (kPinnedOptions). The flush request still makes the server send the
+// statement's result before it commits.
+CommittedExec ExecImplicit(Session session, const char* operation,
+                           const Statement& statement) {
+  const std::vector<std::string> names =
+      PrepareAll(session, operation, {statement});
+  if (PQenterPipelineMode(session.conn) != 1) {
+    ThrowError(operation, session.conn, nullptr);
+  }
+  const bool sent =
+      SendPipelined(session, names.empty() ? nullptr : &names[0], statement) &&
+      PQsendFlushRequest(session.conn) == 1 &&
+      PQpipelineSync(session.conn) == 1;
+  CommittedExec out;
+  Result refused;  // the server's answer at the sync instead of committing
+  bool synced = false;
+  if (sent) {
+    out.rows.reset(PQgetResult(session.conn));
+    if (out.rows != nullptr) {
+      while (PGresult* extra = PQgetResult(session.conn)) PQclear(extra);
+    }
+    if (out.rows == nullptr || PQstatus(session.conn) == CONNECTION_OK) {
+      synced = ReadSync(session.conn, refused);
+    }
+  }
+  LeavePipeline(session.conn);
+  const bool statement_ok = out.rows != nullptr && Succeeded(out.rows.get());
+  if (!statement_ok) {
+    // Refused by the server (an error with a SQLSTATE, 57P01 included: the
+    // statement did not complete, so nothing committed).
+    if (out.rows != nullptr &&
+        PQresultErrorField(out.rows.get(), PG_DIAG_SQLSTATE) != nullptr) {
+      ThrowError(operation, session.conn, out.rows.get());
+    }
+    out.rows.reset();
+    out.in_doubt = true;  // sent, and nothing came back
+    return out;
+  }
+  if (synced && refused == nullptr) return out;  // committed
+  // The commit refused (a deferred constraint): nothing committed.
+  if (refused != nullptr &&
+      PQresultErrorField(refused.get(), PG_DIAG_SQLSTATE) != nullptr &&
+      !SaysConnectionGone(refused.get())) {
+    ThrowError(operation, session.conn, refused.get());
+  }
+  out.in_doubt = true;
+  return out;
+}
+
+}  // namespace
+
+CommittedExec ExecCommitted(Session session, const char* operation,
+                            const Statement& statement) {
+  if (PQpipelineStatus(session.conn) != PQ_PIPELINE_OFF) {
+    throw InvalidArgument(operation, "the connection is in pipeline mode");
+  }
+  if (!session.open()) ThrowError(operation, session.conn, nullptr);
+  return NeedsLocalSettings(session)
+             ? ExecInBlock(session, operation, statement)
+             : ExecImplicit(session, operation, statement);
 }
 
 Result ExecScript(PGconn* conn, const char* operation, const std::string& sql) {
@@ -451,9 +531,10 @@ ConnParams ParseConninfo(const std::string& conninfo, const char* operation) {
 }
 
 std::string PinnedOptions(std::string options) {
-  // Appended last, so it wins over an earlier -c search_path of the caller.
+  // Appended last, so it wins over an earlier -c search_path (or isolation)
+  // of the caller.
   if (!options.empty()) options += ' ';
-  return options + kPinSearchPath;
+  return options + kPinnedOptions;
 }
 
 ConnParams ForConnection(ConnParams params) {

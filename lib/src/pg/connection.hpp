@@ -179,11 +179,12 @@ struct CommittedExec {
                           // sent and before COMMIT answered: it may have
                           // committed
 };
-// Runs `statement` in a transaction of its own: BEGIN (READ COMMITTED), the
-// statement, a flush request, COMMIT and a sync in one round trip. The
-// server sends the statement's result before it commits, so a caller whose
-// COMMIT breaks usually holds what the statement returned (RETURNING) to
-// look for. Throws the statement's (or COMMIT's) error when the server
+// Runs `statement` in a READ COMMITTED transaction of its own, in one round
+// trip: the statement, a flush request and a sync (an implicit transaction
+// the server commits at the sync; behind a transaction pooler, with local
+// settings, BEGIN and COMMIT around them instead). The server sends the
+// statement's result before it commits, so a caller whose COMMIT breaks
+// usually holds what the statement returned (RETURNING) to look for. Throws the statement's (or COMMIT's) error when the server
 // refused it (nothing committed; the connection is left idle), and
 // ConnectionLost when the connection was already broken (nothing sent).
 CommittedExec ExecCommitted(Session session, const char* operation,
@@ -211,12 +212,16 @@ bool Commit(Session session, const char* operation);
 // connection is the pool's to discard).
 void RollbackQuietly(Session session);
 
-// The startup option that pins search_path on every connection we open.
-inline constexpr const char* kPinSearchPath =
-    "-c search_path=pg_catalog,pg_temp";
+// The startup options every connection we open gets: search_path pinned,
+// and READ COMMITTED for statements outside a transaction block (an
+// autocommit Produce is one implicit transaction, ExecCommitted), whatever
+// default a role or database sets.
+inline constexpr const char* kPinnedOptions =
+    "-c search_path=pg_catalog,pg_temp "
+    "-c default_transaction_isolation=read\\ committed";
 
-// `options` (a libpq startup options string) with the search_path pin
-// appended, so it wins over any search_path the caller set there.
+// `options` (a libpq startup options string) with the pins appended, so
+// they win over any search_path or isolation the caller set there.
 std::string PinnedOptions(std::string options);
 
 // libpq keyword -> value.
@@ -227,7 +232,8 @@ using ConnParams = std::map<std::string, std::string>;
 ConnParams ParseConninfo(const std::string& conninfo, const char* operation);
 
 // `params` as every connection the library opens gets them: search_path
-// pinned (kPinSearchPath, appended to their or PGOPTIONS' options), and
+// and isolation pinned (kPinnedOptions, appended to their or PGOPTIONS'
+// options), and
 // connect_timeout 10 s, TCP keepalives and tcp_user_timeout 30 s unless
 // they set them.
 ConnParams ForConnection(ConnParams params);
