@@ -184,9 +184,10 @@ struct CommittedExec {
 // the server commits at the sync; behind a transaction pooler, with local
 // settings, BEGIN and COMMIT around them instead). The server sends the
 // statement's result before it commits, so a caller whose COMMIT breaks
-// usually holds what the statement returned (RETURNING) to look for. Throws the statement's (or COMMIT's) error when the server
-// refused it (nothing committed; the connection is left idle), and
-// ConnectionLost when the connection was already broken (nothing sent).
+// usually holds what the statement returned (RETURNING) to look for. Throws the
+// statement's (or COMMIT's) error when the server refused it (nothing
+// committed; the connection is left idle), and ConnectionLost when the
+// connection was already broken (nothing sent).
 CommittedExec ExecCommitted(Session session, const char* operation,
                             const Statement& statement);
 // False when an idle connection is known to be dead: the server closed it
