@@ -159,6 +159,24 @@ std::vector<std::string> PrepareAll(Session session, const char* operation,
   }
 }
 
+// Reads up to and including the sync point after a pipeline's last
+// statement. True when the sync came; `error` keeps the first error the
+// server sent before it (the implicit COMMIT's refusal). False when the
+// connection broke first.
+bool ReadSync(PGconn* conn, Result& error) {
+  for (int nulls = 0; nulls < 1000;) {
+    Result r(PQgetResult(conn));
+    if (r == nullptr) {
+      if (PQstatus(conn) != CONNECTION_OK) return false;
+      ++nulls;
+      continue;
+    }
+    if (PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) return true;
+    if (!error && !Succeeded(r.get())) error = std::move(r);
+  }
+  return false;
+}
+
 // Leaves pipeline mode whatever happened before. When results are still
 // pending on a live connection, they are synced and drained first; false
 // when even that fails (the connection is then unusable and not pooled).
@@ -168,18 +186,10 @@ bool LeavePipeline(PGconn* conn) {
   if (PQstatus(conn) != CONNECTION_OK || PQpipelineSync(conn) != 1) {
     return false;
   }
-  // Everything up to and including the sync point.
-  for (int nulls = 0; nulls < 1000;) {
-    Result r(PQgetResult(conn));
-    if (r == nullptr) {
-      if (PQstatus(conn) != CONNECTION_OK) return false;
-      ++nulls;
-      continue;
-    }
-    if (PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC &&
-        PQexitPipelineMode(conn) == 1) {
-      return true;
-    }
+  // Everything up to and including the sync point (an earlier sync still
+  // unread comes first).
+  for (Result ignored; ReadSync(conn, ignored);) {
+    if (PQexitPipelineMode(conn) == 1) return true;
   }
   return false;
 }
@@ -352,24 +362,6 @@ CommittedExec ExecInBlock(Session session, const char* operation,
     out.rows = std::move(results[commit - 1]);
   }
   return out;
-}
-
-// Reads up to and including the sync point after a pipeline's last
-// statement. True when the sync came; `error` keeps the first error the
-// server sent before it (the implicit COMMIT's refusal). False when the
-// connection broke first.
-bool ReadSync(PGconn* conn, Result& error) {
-  for (int nulls = 0; nulls < 1000;) {
-    Result r(PQgetResult(conn));
-    if (r == nullptr) {
-      if (PQstatus(conn) != CONNECTION_OK) return false;
-      ++nulls;
-      continue;
-    }
-    if (PQresultStatus(r.get()) == PGRES_PIPELINE_SYNC) return true;
-    if (!error && !Succeeded(r.get())) error = std::move(r);
-  }
-  return false;
 }
 
 // The statement alone in an implicit transaction, which the server commits
