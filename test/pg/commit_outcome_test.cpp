@@ -23,12 +23,17 @@ using testing::RawConn;
 
 namespace {
 
-// A client of its own (application_name `app`) on the test's schema.
-compaction::Client ClientNamed(LiveDb& db, const std::string& app) {
+// A client of its own (application_name `app`) on the test's schema. With
+// `prepared_statements` false it runs as behind a transaction pooler: an
+// autocommit produce is BEGIN..COMMIT instead of an implicit transaction.
+compaction::Client ClientNamed(LiveDb& db, const std::string& app,
+                               bool prepared_statements = true) {
   compaction::ClientOptions options;
   options.schema = db.schema();
   options.application_name = app;
   options.commit_check_timeout = std::chrono::seconds(10);
+  options.prepared_statements = prepared_statements;
+  options.pool_size = 1;
   return compaction::Client::Connect("", options);
 }
 
@@ -78,9 +83,12 @@ class CommitHold {
 TEST_CASE(
     "an autocommit produce terminated during COMMIT is ConnectionLost, and did "
     "not commit") {
+  // The implicit transaction, and BEGIN..COMMIT as behind a pooler.
+  const bool prepared = GENERATE(true, false);
+  INFO("prepared statements " << prepared);
   LiveDb db;
   const std::string app = testing::Unique("co_produce");
-  compaction::Client client = ClientNamed(db, app);
+  compaction::Client client = ClientNamed(db, app, prepared);
   auto topic = client.Topic<Counter>("held");
   topic.Register();
   auto producer = topic.RegisterProducer();
@@ -89,7 +97,13 @@ TEST_CASE(
     return producer.Produce(Counter{1}, Compacted("k"));
   });
   REQUIRE(hold.TerminateWaiting(db.raw(), app));
-  CHECK_THROWS_AS(produce.get(), ConnectionLost);
+  // Found out on a new connection, not taken from the broken one's error.
+  try {
+    produce.get();
+    FAIL("the produce returned");
+  } catch (const ConnectionLost& e) {
+    CHECK_THAT(e.what(), Catch::Contains("checked on a new connection"));
+  }
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 0);
   // Safe to retry: the retry is the only copy.
   producer.Produce(Counter{2}, Compacted("k"));
@@ -139,11 +153,19 @@ TEST_CASE(
     "an autocommit produce whose commit the server refuses throws its error "
     "and stores nothing") {
   LiveDb db;
-  compaction::Client client = ClientNamed(db, testing::Unique("co_refused"));
+  const bool prepared = GENERATE(true, false);
+  INFO("prepared statements " << prepared);
+  compaction::Client client =
+      ClientNamed(db, testing::Unique("co_refused"), prepared);
   auto topic = client.Topic<Counter>("refused");
   topic.Register();
   auto producer = topic.RegisterProducer();
   producer.Produce(Counter{1}, Compacted("k"));
+  const auto backend = [&] {  // of the client's only pooled connection
+    Tx tx = client.Begin();
+    return PQbackendPID(tx.native_handle());
+  };
+  const int pid = backend();
   // A deferred constraint trigger that refuses every commit from now on.
   const std::string fn = db.QuotedSchema() + ".refuse_commit";
   db.raw().Query("CREATE FUNCTION " + fn +
@@ -160,7 +182,9 @@ TEST_CASE(
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("refused")) ==
         1);
   CHECK(topic.Key("k").CompactionHead()->message.value == 1);
-  // The connection went back to the pool clean: the next produce works.
+  // The connection went back to the pool clean (not discarded), and the
+  // next produce works.
+  CHECK(backend() == pid);
   db.raw().Query("DROP TRIGGER refuse_commit ON " + db.MessageTable("refused"));
   producer.Produce(Counter{3}, Compacted("k"));
   CHECK(topic.Key("k").CompactionHead()->message.value == 3);

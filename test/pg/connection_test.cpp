@@ -10,6 +10,7 @@
 #include <string>
 
 #include "live_db.hpp"
+#include "pg/pool.hpp"
 
 using namespace compaction;
 using namespace testing;
@@ -155,4 +156,39 @@ TEST_CASE("statement names differ between connection instances") {
   CHECK(a.size() == 18);
   CHECK(a.front() == 'c');
   CHECK(a.back() == '_');
+}
+
+TEST_CASE(
+    "library connections pin default_transaction_isolation after the "
+    "caller's options") {
+  pg::ConnPtr conn = pg::Connect(
+      pg::ParseConninfo(
+          "options='-c default_transaction_isolation=serializable'", "test"),
+      "connection_test", "test");
+  CHECK(Show(conn.get(), "default_transaction_isolation") == "read committed");
+  CHECK(pg::DefaultIsReadCommitted(conn.get()));
+}
+
+// What a proxy that drops the startup options would leave: another default.
+// The statement then runs in BEGIN ISOLATION LEVEL READ COMMITTED..COMMIT,
+// not in an implicit transaction at the session's default.
+TEST_CASE(
+    "a statement in a transaction of its own runs READ COMMITTED whatever "
+    "the session's default") {
+  const bool other_default = GENERATE(false, true);
+  INFO("serializable default " << other_default);
+  pg::ConnPtr conn =
+      pg::Connect(pg::ParseConninfo("", "test"), "connection_test", "test");
+  if (other_default) {
+    PQclear(PQexec(conn.get(),
+                   "SET default_transaction_isolation = 'serializable'"));
+  }
+  pg::Connection connection(std::move(conn), true);
+  CHECK(connection.session().read_committed_default == !other_default);
+  pg::CommittedExec done = pg::ExecCommitted(
+      connection.session(), "test",
+      {"SELECT pg_catalog.current_setting('transaction_isolation')", {}});
+  CHECK_FALSE(done.in_doubt);
+  REQUIRE(done.rows != nullptr);
+  CHECK(std::string(PQgetvalue(done.rows.get(), 0, 0)) == "read committed");
 }

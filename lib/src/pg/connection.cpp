@@ -277,6 +277,17 @@ ServerIdentity ReadServerIdentity(PGconn* conn, const char* operation) {
   return identity;
 }
 
+bool DefaultIsReadCommitted(PGconn* conn) {
+  // Compared here, not with SQL's `=`: behind a transaction pooler this
+  // runs without the pinned search_path, where an operator another role
+  // planted could stand in for pg_catalog's.
+  Result r(PQexec(conn,
+                  "SELECT pg_catalog.current_setting("
+                  "'default_transaction_isolation')"));
+  return Succeeded(r.get()) && PQntuples(r.get()) == 1 &&
+         std::string_view(PQgetvalue(r.get(), 0, 0)) == "read committed";
+}
+
 bool LooksAlive(PGconn* conn) {
   // An idle connection has nothing to say but notifications; an error or
   // EOF means the server ended it. A terminated backend sends its FATAL
@@ -329,7 +340,8 @@ bool JudgeCommitted(Session session, const char* operation,
 
 // BEGIN, the session's local settings, the statement, a flush request and
 // COMMIT: for a session behind a transaction pooler, whose settings hold
-// per transaction only and whose isolation default is the server's.
+// per transaction only and whose isolation default is the server's, and for
+// any session whose default isolation is not READ COMMITTED.
 CommittedExec ExecInBlock(Session session, const char* operation,
                           const Statement& statement) {
   std::vector<Statement> all = {{"BEGIN ISOLATION LEVEL READ COMMITTED", {}}};
@@ -392,7 +404,10 @@ CommittedExec ExecImplicit(Session session, const char* operation,
       synced = ReadSync(session.conn, refused);
     }
   }
-  LeavePipeline(session.conn);
+  // A live connection whose sync point never came is out of step with the
+  // server (a libpq that skips the sync after an error at it, before 15.5):
+  // left in pipeline mode, the pool discards it instead of reusing it.
+  if (synced || !session.open()) LeavePipeline(session.conn);
   const bool statement_ok = out.rows != nullptr && Succeeded(out.rows.get());
   if (!statement_ok) {
     // Refused by the server (an error with a SQLSTATE, 57P01 included: the
@@ -406,8 +421,11 @@ CommittedExec ExecImplicit(Session session, const char* operation,
     return out;
   }
   if (synced && refused == nullptr) return out;  // committed
-  // The commit refused (a deferred constraint): nothing committed.
-  if (refused != nullptr &&
+  // The commit refused (a deferred constraint), and the server then said it
+  // is ready again: nothing committed. Without that ReadyForQuery the error
+  // may have come after the commit record (the server then PANICs), so the
+  // outcome is in doubt like any break.
+  if (synced && refused != nullptr &&
       PQresultErrorField(refused.get(), PG_DIAG_SQLSTATE) != nullptr &&
       !SaysConnectionGone(refused.get())) {
     ThrowError(operation, session.conn, refused.get());
@@ -424,9 +442,13 @@ CommittedExec ExecCommitted(Session session, const char* operation,
     throw InvalidArgument(operation, "the connection is in pipeline mode");
   }
   if (!session.open()) ThrowError(operation, session.conn, nullptr);
-  return NeedsLocalSettings(session)
-             ? ExecInBlock(session, operation, statement)
-             : ExecImplicit(session, operation, statement);
+  // The implicit transaction runs at the session's default isolation: only
+  // where that is READ COMMITTED (pinned at startup, unless something in
+  // between dropped the startup options).
+  const bool implicit =
+      !NeedsLocalSettings(session) && session.read_committed_default;
+  return implicit ? ExecImplicit(session, operation, statement)
+                  : ExecInBlock(session, operation, statement);
 }
 
 Result ExecScript(PGconn* conn, const char* operation, const std::string& sql) {

@@ -129,6 +129,10 @@ struct Session {
   const std::string* local_settings = nullptr;
   // Null for a borrowed connection.
   const ServerIdentity* server = nullptr;
+  // The server's default_transaction_isolation was READ COMMITTED when the
+  // connection opened (DefaultIsReadCommitted): an autocommit statement
+  // may then run as an implicit transaction (ExecCommitted).
+  bool read_committed_default = false;
 
   bool open() const { return PQstatus(conn) == CONNECTION_OK; }
   bool in_pipeline() const { return PQpipelineStatus(conn) != PQ_PIPELINE_OFF; }
@@ -190,6 +194,9 @@ struct CommittedExec {
 // connection was already broken (nothing sent).
 CommittedExec ExecCommitted(Session session, const char* operation,
                             const Statement& statement);
+// Whether the session's default_transaction_isolation is READ COMMITTED
+// (false when it cannot tell). One round trip.
+bool DefaultIsReadCommitted(PGconn* conn);
 // False when an idle connection is known to be dead: the server closed it
 // or sent an error (a terminated backend, a server shut down) while it was
 // idle. Reads what is pending without waiting.
@@ -216,7 +223,9 @@ void RollbackQuietly(Session session);
 // The startup options every connection we open gets: search_path pinned,
 // and READ COMMITTED for statements outside a transaction block (an
 // autocommit Produce is one implicit transaction, ExecCommitted), whatever
-// default a role or database sets.
+// default a role or database sets. Behind a transaction pooler they become
+// per-transaction settings (LocalSettingsSql), where the isolation one
+// changes nothing: the block there starts with its own isolation level.
 inline constexpr const char* kPinnedOptions =
     "-c search_path=pg_catalog,pg_temp "
     "-c default_transaction_isolation=read\\ committed";

@@ -36,13 +36,15 @@ class Connection {
   // `local_settings`: LocalSettingsSql for a connection opened with
   // StartupOptions::kPerTransaction, else empty. Reads the server's
   // identity (a round trip): what a broken COMMIT on this connection is
-  // later checked against. Throws ConnectionLost.
+  // later checked against; and its default isolation (another one).
+  // Throws ConnectionLost.
   Connection(ConnPtr conn, bool prepared_statements,
              std::string local_settings = {})
       : conn_(std::move(conn)),
         prepared_statements_(prepared_statements),
         local_settings_(std::move(local_settings)),
-        server_(ReadServerIdentity(conn_.get(), "Connect")) {}
+        server_(ReadServerIdentity(conn_.get(), "Connect")),
+        read_committed_default_(DefaultIsReadCommitted(conn_.get())) {}
   PGconn* get() const { return conn_.get(); }
   // The thread that acquired it last; none for a connection never leased.
   std::thread::id last_user() const { return last_user_; }
@@ -58,7 +60,7 @@ class Connection {
   // statements unnamed.
   Session session() {
     return Session{conn_.get(), prepared_statements_ ? &cache_ : nullptr,
-                   &local_settings_, &server_};
+                   &local_settings_, &server_, read_committed_default_};
   }
 
  private:
@@ -66,6 +68,7 @@ class Connection {
   bool prepared_statements_;
   std::string local_settings_;
   ServerIdentity server_;
+  bool read_committed_default_;
   PreparedCache cache_;
   std::thread::id last_user_;
   std::chrono::steady_clock::time_point idle_since_;
