@@ -110,3 +110,38 @@ TEST_CASE(
   });
   CHECK(took < 5s);
 }
+
+// The settings of a transaction that starts with BEGIN ISOLATION LEVEL go
+// after the BEGIN: a SELECT before it would take the snapshot that an
+// isolation level other than the default must come before. Tagged [direct]:
+// it logs in as a role of its own, which the test PgBouncer (one user) does
+// not let through; the statements it checks are the same either way.
+TEST_CASE(
+    "prepared_statements = false: transactions start where the server's "
+    "default isolation is not READ COMMITTED",
+    "[direct]") {
+  LiveDb db;
+  const std::string role = Unique("serializable_");
+  db.raw().Query("CREATE ROLE \"" + role + "\" LOGIN SUPERUSER");
+  db.raw().Query("ALTER ROLE \"" + role +
+                 "\" SET default_transaction_isolation = 'serializable'");
+  {
+    ClientOptions options;
+    options.schema = db.schema();
+    options.prepared_statements = false;
+    options.pool_size = 1;
+    Client client = Client::Connect(ClientConninfo("user=" + role), options);
+    auto topic = client.Topic<Counter>("iso");
+    topic.Register();
+    auto producer = topic.RegisterProducer();
+    client.InTransaction([&](Tx& tx) {
+      CHECK(Show(tx, "transaction_isolation") == "read committed");
+      CHECK(Show(tx, "search_path") == "pg_catalog,pg_temp");
+      topic.Key("k").LockCompactionHead(tx);
+      producer.ProduceInTx(tx, Counter{1}, Compacted("k"));
+    });
+    producer.Produce(Counter{2}, Compacted("k"));
+    CHECK(topic.Key("k").CompactionHead()->message.value == 2);
+  }
+  db.raw().Query("DROP ROLE \"" + role + "\"");
+}

@@ -205,12 +205,17 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
   }
   // The statements up to the sync point are one transaction (or the start
   // of one, when a BEGIN follows), so settings made first hold for all.
+  // After a leading BEGIN, though: its isolation level must come before any
+  // query (the settings' SELECT takes a snapshot), which matters when the
+  // server's default is not READ COMMITTED.
   const bool with_settings = NeedsLocalSettings(session);
+  const std::size_t settings_at =
+      !requested.empty() && requested.front().sql.starts_with("BEGIN") ? 1 : 0;
   std::vector<Statement> prefixed;
   if (with_settings) {
-    prefixed.reserve(requested.size() + 1);
-    prefixed.push_back(Statement{*session.local_settings, {}});
-    prefixed.insert(prefixed.end(), requested.begin(), requested.end());
+    prefixed = requested;
+    prefixed.insert(prefixed.begin() + settings_at,
+                    Statement{*session.local_settings, {}});
   }
   const std::vector<Statement>& statements =
       with_settings ? prefixed : requested;
@@ -236,7 +241,7 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
   if (!sent || !left || failed >= 0) {
     ThrowError(operation, session.conn, nullptr);
   }
-  if (with_settings) results.erase(results.begin());
+  if (with_settings) results.erase(results.begin() + settings_at);
   return results;
 }
 
