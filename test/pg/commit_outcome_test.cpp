@@ -198,10 +198,8 @@ TEST_CASE(
     "an autocommit produce runs READ COMMITTED whatever isolation the "
     "conninfo asks for") {
   LiveDb db;
-  const std::string app = testing::Unique("co_iso");
   compaction::ClientOptions options;
   options.schema = db.schema();
-  options.application_name = app;
   auto client = compaction::Client::Connect(
       "options='-c default_transaction_isolation=serializable'", options);
   auto topic = client.Topic<Counter>("iso");
@@ -217,14 +215,8 @@ TEST_CASE(
     return producer.Produce(Counter{2}, Compacted("k"));
   });
   // ...until the produce waits for it, then commits.
-  REQUIRE(testing::WaitUntil(
-      [&] {
-        return db.raw().Int(
-                   "SELECT count(*) FROM pg_stat_activity WHERE "
-                   "application_name = $1 AND wait_event_type = 'Lock'",
-                   {app}) == 1;
-      },
-      std::chrono::seconds(10)));
+  REQUIRE(
+      testing::WaitForLockWait(db.raw(), "compaction:Produce", db.schema()));
   other.Query("COMMIT");
   CHECK(produce.get().head_advanced);
   CHECK(topic.Key("k").CompactionHead()->message.value == 2);

@@ -10,6 +10,8 @@
 #include <optional>
 #include <thread>
 
+#include "live_db.hpp"
+
 using namespace compaction;
 
 namespace {
@@ -116,14 +118,10 @@ TEST_CASE("a connection the server ended while it idled is replaced") {
     pg::Pool::Lease lease = pool.Acquire("pool_test");
     ended_pid = Pid(lease);
   }
-  pg::ConnPtr admin =
-      pg::Connect(pg::ParseConninfo("", "pool_test"), "pool_test", "pool_test");
   // Waits (up to 10 s) until the backend has exited.
-  pg::Result ended(PQexec(admin.get(), ("SELECT pg_terminate_backend(" +
-                                        std::to_string(ended_pid) + ", 10000)")
-                                           .c_str()));
-  REQUIRE(PQresultStatus(ended.get()) == PGRES_TUPLES_OK);
-  REQUIRE(std::string(PQgetvalue(ended.get(), 0, 0)) == "t");
+  testing::RawConn admin;
+  REQUIRE(admin.Value("SELECT pg_terminate_backend($1, 10000)",
+                      {std::to_string(ended_pid)}) == "t");
   std::this_thread::sleep_for(2 * pg::kCheckAliveAfterIdle);
   pg::Pool::Lease fresh = pool.Acquire("pool_test");
   CHECK(Pid(fresh) != ended_pid);

@@ -185,13 +185,14 @@ struct CommittedExec {
 };
 // Runs `statement` in a READ COMMITTED transaction of its own, in one round
 // trip: the statement, a flush request and a sync (an implicit transaction
-// the server commits at the sync; behind a transaction pooler, with local
-// settings, BEGIN and COMMIT around them instead). The server sends the
-// statement's result before it commits, so a caller whose COMMIT breaks
-// usually holds what the statement returned (RETURNING) to look for. Throws the
-// statement's (or COMMIT's) error when the server refused it (nothing
-// committed; the connection is left idle), and ConnectionLost when the
-// connection was already broken (nothing sent).
+// the server commits at the sync; BEGIN and COMMIT around them instead
+// behind a transaction pooler, with local settings, or where the session's
+// default isolation is another). The server sends the statement's result
+// before it commits, so a caller whose COMMIT breaks usually holds what the
+// statement returned (RETURNING) to look for. Throws the statement's (or
+// COMMIT's) error when the server refused it (nothing committed; the
+// connection is left idle), and ConnectionLost when the connection was
+// already broken (nothing sent).
 CommittedExec ExecCommitted(Session session, const char* operation,
                             const Statement& statement);
 // Whether the session's default_transaction_isolation is READ COMMITTED
@@ -243,9 +244,8 @@ ConnParams ParseConninfo(const std::string& conninfo, const char* operation);
 
 // `params` as every connection the library opens gets them: search_path
 // and isolation pinned (kPinnedOptions, appended to their or PGOPTIONS'
-// options), and
-// connect_timeout 10 s, TCP keepalives and tcp_user_timeout 30 s unless
-// they set them.
+// options), and connect_timeout 10 s, TCP keepalives and tcp_user_timeout
+// 30 s unless they set them.
 ConnParams ForConnection(ConnParams params);
 
 // The `-c name=value` and `--name=value` settings of a libpq startup
