@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Debian packages with CPack (`cpack -G DEB` in a BUILD_SHARED_LIBS=ON build
 # configured with CMAKE_INSTALL_PREFIX=/usr; deploy/debian/build.sh does it):
 #   libcompaction0     component runtime: libcompaction.so.0 (shlibs, ldconfig)
@@ -44,6 +45,12 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL runtime dev daemon)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+# Apache-2.0 (LICENSE; deploy/debian/copyright says so in Debian's
+# machine-readable format, which is where a .deb carries its license). The
+# SPDX identifier for generators that have a license field (RPM), and the
+# text for those that show it.
+set(CPACK_RPM_PACKAGE_LICENSE Apache-2.0)
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # compactiond needs libcompaction.so.0 from this build; its dependency on
