@@ -1,6 +1,6 @@
 // HttpServer: a small Boost.Beast HTTP/1.1 server for /metrics, /healthz and
 // /readyz, hardened against clients that connect and stay silent, read slowly
-// or not at all, or scrape in a tight loop (DESIGN.md section 9):
+// or not at all, or scrape in a tight loop (doc/security.md):
 //  - a short deadline for the first request, a keep-alive idle timeout and a
 //    write deadline per response;
 //  - a global and a per-peer session cap that never refuse a new connection:

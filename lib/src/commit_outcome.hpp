@@ -1,5 +1,5 @@
 // What a transaction whose connection broke during COMMIT turned out to be,
-// found out on a new connection (DESIGN.md section 10's contract).
+// found out on a new connection (doc/poolers-and-failover.md).
 //
 // Thread safety: a free function; runs on the calling thread and blocks at
 // most ClientOptions::commit_check_timeout.

@@ -1,4 +1,4 @@
-// Compaction-head reads: the seed's transactional lock loop, plain reads,
+// Compaction-head reads: the lock loop (doc/architecture.md), plain reads,
 // listing and key history.
 #include <chrono>
 #include <optional>

@@ -16,7 +16,7 @@ namespace compaction::detail {
 // FromMicros turns back into a time_point.
 // 1e6 is a numeric literal: numeric * numeric is a built-in operator with
 // exactly these types, so no look-alike reached through an implicit cast
-// can stand in for it (DESIGN.md section 9).
+// can stand in for it (another role may plant one: doc/security.md).
 inline std::string Micros(const std::string& column) {
   return "(extract(epoch FROM " + column + ") * 1e6)::bigint";
 }

@@ -1,6 +1,7 @@
 // compaction_bench: throughput/latency of libcompaction's lock, produce,
 // read, janitor and stats paths against pgbench running the library's own
-// SQL and against the designs the seed rejected (implemented here only).
+// SQL and against the designs the row-lock protocol was chosen over
+// (doc/architecture.md; implemented here only).
 //
 //   compaction_bench [--short] [--out DIR] [--duration S] [--rounds N]
 //                    [--threads 1,4,16] [--janitor-rows N] [--topics N]
@@ -1538,7 +1539,7 @@ void Bench::ResetCleaner(const std::string& topic) {
             {std::to_string(TopicId(topic))});
 }
 
-// The invariant of DESIGN.md section 8: every head names an existing message.
+// The log cleaner's invariant: every head names an existing message.
 void Bench::CheckHeads(const std::string& topic, const std::string& when) {
   const std::int64_t lost = mon_.Int("SELECT count(*) FROM " + Head(topic) +
                                      " h WHERE h.head_id IS NOT NULL AND "

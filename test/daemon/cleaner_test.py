@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The log cleaner through the real compactiond binary (DESIGN.md section 8).
+"""The log cleaner through the real compactiond binary (doc/architecture.md).
 
   cleaner_test.py --binary PATH --repo ROOT TEST
 

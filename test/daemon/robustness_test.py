@@ -6,7 +6,7 @@
 search_path_traps: another role planted look-alikes of the built-in
 functions and operators (test/support/traps.sql) in a schema the database's
 search_path puts before pg_catalog and in public; no trap may run in any of
-the daemon's sessions (DESIGN.md section 9).
+the daemon's sessions (doc/security.md).
 broken_topic: a topic whose tables were dropped or altered by hand never
 takes the other topics' statistics down; it is counted and logged.
 """

@@ -19,7 +19,7 @@
 
 namespace {
 
-// At least these are secrets (DESIGN.md section 9), whatever else
+// At least these are secrets (doc/security.md), whatever else
 // IsSecretKeyword adds.
 constexpr const char* kSecrets[] = {"password", "sslpassword"};
 constexpr const char* kMask = "********";

@@ -1,5 +1,5 @@
 // COMMIT outcomes resolved on a new connection when the backend is
-// terminated during COMMIT (DESIGN.md section 10). COMMIT is held inside
+// terminated during COMMIT (doc/poolers-and-failover.md). COMMIT is held inside
 // the server by a deferred constraint trigger that waits on an advisory
 // lock the test holds, so the backend is terminated while it provably has
 // not committed; the committed-then-terminated case needs a synchronous

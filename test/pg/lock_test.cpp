@@ -1,4 +1,4 @@
-// LockCompactionHead: the seed's transactional read loop under live races.
+// LockCompactionHead: the transactional lock loop under live races.
 // Each race forces its ordering by watching pg_stat_activity for the
 // waiting backend, never by sleeping.
 #include <catch2/catch.hpp>

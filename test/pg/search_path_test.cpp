@@ -1,4 +1,4 @@
-// Every other database role is untrusted (DESIGN.md section 9): objects it
+// Every other database role is untrusted (doc/security.md): objects it
 // plants on the search path must never run inside the library's sessions.
 // test/support/traps.sql plants look-alikes of the functions and operators
 // our SQL uses, in a schema the database's search_path puts before

@@ -1,4 +1,4 @@
-// The semantics of DESIGN.md section 3 that a caller's environment could
+// The semantics (doc/architecture.md) that a caller's environment could
 // bend: the isolation level, stale producers, broken connections, the
 // winner rule's schema versions, and the lock loop's bound.
 #include <catch2/catch.hpp>

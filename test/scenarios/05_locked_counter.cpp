@@ -1,4 +1,4 @@
-// Scenario 05 (the seed's): name the topic and key handles once, lock
+// Scenario 05: name the topic and key handles once, lock
 // through the key, then produce through the registered producer in the same
 // transaction: a concurrent counter that never loses an increment, even on a
 // key that has no value yet.

@@ -13,7 +13,7 @@ namespace compaction::sweep {
 // batch made long sweeps quadratic. The picked rows are locked by this
 // transaction, so their ctids stay put until the DELETE, which finds them by
 // TID (a stale ctid would make the DELETE follow the update chain) and
-// re-checks the seed's predicate on the row version it deletes.
+// re-checks the expiry predicate on the row version it deletes.
 Batch HeadlessBatches::RunBatch(pg::Session s, std::int64_t topic_id) {
   pg::ExecScript(s, kOperation,
                  "BEGIN; SET LOCAL statement_timeout = '" +

@@ -1,4 +1,4 @@
-// Uses exactly the contract names of DESIGN section 4 from installed headers.
+// Uses the public API (README.md, API reference) from installed headers.
 #include <compaction/compaction.hpp>
 #include <iostream>
 
