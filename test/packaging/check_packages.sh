@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Debian packages (deploy/debian/build.sh) and checks them as a
 # packager and an operator would:
-#   - lintian: no error (warnings are printed, and listed in the README);
+#   - lintian: no error (warnings are printed, and listed in doc/operations.md);
 #   - control data: compactiond depends on libcompaction0 and what
 #     dpkg-shlibdeps found (libc6, libpq5, ...), adduser; its conffile is
 #     /etc/compactiond/compactiond.conf; libcompaction0 has shlibs and an
