@@ -128,7 +128,7 @@ int App::Run() {
           {{"version", Version()},
            {"schema", settings_.schema},
            {"pool_size", settings_.pool_size},
-           {"systemd", systemd::Available()}});
+           {"systemd", systemd::UnderSystemd()}});
   if (!StartHttp()) return 1;
   WaitForSignal();
   if (auto every = systemd::WatchdogPingInterval()) PingWatchdog(*every);

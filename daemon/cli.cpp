@@ -116,15 +116,16 @@ int RunCommandLine(const std::vector<std::string>& args) {
     }
     return Dispatch(args, inv);
   } catch (const ConfigError& e) {
+    // One format for every error that ends a command, config or runtime:
+    // "compactiond: <what went wrong>" on one line, for people. The daemon's
+    // own log while it runs is logfmt.
     std::cerr << "compactiond: " << e.what() << "\n";
     return kExitUsage;
   } catch (const compaction::InvalidArgument&) {
-    LogError("cli", "invalid argument",
-             {{"error", Describe(std::current_exception())}});
+    std::cerr << "compactiond: " << Describe(std::current_exception()) << "\n";
     return kExitUsage;
   } catch (const std::exception&) {
-    LogError("cli", "command failed",
-             {{"error", Describe(std::current_exception())}});
+    std::cerr << "compactiond: " << Describe(std::current_exception()) << "\n";
     return kExitFailure;
   }
 }

@@ -1,6 +1,7 @@
 #include "daemon/config.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/program_options.hpp>
 #include <cctype>
@@ -14,6 +15,7 @@
 
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
+#include "daemon/suggest.hpp"
 
 namespace po = boost::program_options;
 
@@ -431,6 +433,9 @@ std::string EnvToKey(const std::string& var) {
   return "";
 }
 
+std::string Same(const std::string& key) { return key; }
+std::string Flag(const std::string& key) { return "--" + key; }
+
 using Values = std::map<std::string, std::string>;
 
 Values ToValues(const po::parsed_options& parsed) {
@@ -494,7 +499,9 @@ Values ParseFile(const std::string& path) {
     const std::string name = prefix + TrimSpace(line.substr(0, eq));
     if (!IsSettingKey(name)) {
       throw ConfigError(where + std::to_string(number) + ": unknown key" +
-                        (LooksLikeKey(name) ? " '" + name + "'" : ""));
+                        (LooksLikeKey(name)
+                             ? " '" + name + "'" + DidYouMeanSetting(name, Same)
+                             : ""));
     }
     out[name] = TrimSpace(line.substr(eq + 1));
   }
@@ -513,7 +520,41 @@ std::optional<unsigned> ReadableByOthers(const std::string& path) {
   return static_cast<unsigned>(st.st_mode & 07777);
 }
 
+// COMPACTIOND_BACH_SIZE → bach-size, to compare with the keys.
+std::string EnvToGuess(const std::string& var) {
+  std::string out;
+  for (char c : var.substr(std::string(kEnvPrefix).size())) {
+    out.push_back(c == '_' ? '-' : static_cast<char>(std::tolower(c)));
+  }
+  return out;
+}
+
+// A COMPACTIOND_* variable that names no setting is a typo, refused like an
+// unknown key in the file: silently ignored, it would leave the default
+// in force. Only its name is quoted (the value may be a conninfo).
+void RefuseUnknownVariables() {
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string var = entry.substr(0, entry.find('='));
+    if (var.rfind(kEnvPrefix, 0) != 0 || var == "COMPACTIOND_CONFIG") continue;
+    if (!EnvToKey(var).empty()) continue;
+    std::string hint = DidYouMeanSetting(EnvToGuess(var), EnvName);
+    // Kubernetes injects <SERVICE>_PORT and <SERVICE>_SERVICE_* for a
+    // Service named compactiond.
+    if (hint.empty() && (var.rfind("COMPACTIOND_PORT", 0) == 0 ||
+                         var.rfind("COMPACTIOND_SERVICE_", 0) == 0)) {
+      hint = " (a Kubernetes service link? set enableServiceLinks: false)";
+    }
+    throw ConfigError("environment: unknown variable '" +
+                      (LooksLikeKey(var) ? var : std::string("COMPACTIOND_?")) +
+                      "'" + hint +
+                      "; every COMPACTIOND_* variable must name "
+                      "a setting (see --help)");
+  }
+}
+
 Values ParseEnvironment() {
+  RefuseUnknownVariables();
   try {
     return ToValues(po::parse_environment(SettingsTable(), EnvToKey));
   } catch (const po::error& e) {
@@ -569,6 +610,11 @@ po::variables_map ParseArgs(const std::vector<std::string>& args) {
                          ~po::command_line_style::allow_guessing)
                   .run(),
               vm);
+  } catch (const po::unknown_option& e) {
+    const std::string flag = e.get_option_name();
+    const std::string key = flag.substr(flag.find_first_not_of('-'));
+    throw ConfigError(std::string("command line: ") + e.what() +
+                      DidYouMeanSetting(key, Flag));
   } catch (const po::error& e) {
     throw ConfigError(std::string("command line: ") + e.what());
   }

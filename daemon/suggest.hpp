@@ -1,0 +1,26 @@
+// "Did you mean" for a mistyped setting: the one name close to what was
+// given, by edit distance. Pure functions; thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace compactiond {
+
+// Levenshtein distance (insertions, deletions, substitutions; a swap of two
+// neighbours counts as one, as typists make it).
+int EditDistance(const std::string& a, const std::string& b);
+
+// The candidate nearest to `given` when it is close enough to be a typo
+// (at most 1 edit for names up to 4 characters, 2 up to 12, 3 beyond) and
+// no other candidate is as near; nullopt otherwise.
+std::optional<std::string> Closest(const std::string& given,
+                                   const std::vector<std::string>& candidates);
+
+// " (did you mean 'X'?)" for the setting key closest to `key`, or "".
+// `format` turns the key into how the user wrote it (flag, variable).
+std::string DidYouMeanSetting(const std::string& key,
+                              std::string (*format)(const std::string&));
+
+}  // namespace compactiond
