@@ -403,7 +403,9 @@ po::options_description CommandLineOnly() {
        "are kept, or 'keep' (default 7d)")
       ("tombstone-retention", po::value<std::string>(),
        "topic register: how long a tombstone head is kept, or 'keep' "
-       "(default 1d)");
+       "(default 1d)")
+      ("yes", "topic destroy: confirm dropping the topic and all its "
+              "messages");
   // clang-format on
   return desc;
 }
@@ -642,6 +644,7 @@ void ReadCommandLineOnly(const po::variables_map& vm, Invocation& inv) {
   inv.json = vm.count("json") != 0;
   inv.once = vm.count("once") != 0;
   inv.roles = vm.count("roles") != 0;
+  inv.yes = vm.count("yes") != 0;
   if (vm.count("role-prefix") != 0) {
     inv.role_prefix = vm["role-prefix"].as<std::string>();
   }
@@ -781,7 +784,9 @@ std::string HelpText() {
          "  schema install            create the schema (idempotent)\n"
          "  topic register NAME... [--headless-ttl D] [--retention D|keep] "
          "[--tombstone-retention D|keep]\n"
-         "  topic list [--json]\n\n"
+         "  topic list [--json]\n"
+         "  topic destroy NAME --yes  drop the topic, its messages and its "
+         "heads (the schema owner's role)\n\n"
          "Precedence: flag > COMPACTIOND_<KEY> environment variable > config "
          "file > default.\n"
          "Durations: 500ms, 30s, 5m, 1h, 1d, or combined (1h30m).\n"

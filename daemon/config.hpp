@@ -129,6 +129,7 @@ struct Invocation {
   bool json = false;
   bool once = false;
   bool roles = false;       // schema install --roles
+  bool yes = false;         // topic destroy --yes
   std::string role_prefix;  // schema install --role-prefix; empty: schema
   std::optional<Millis> headless_ttl;  // at most kMaxTtl
   // topic register: 0..kMaxTtl or kKeepForever ("keep").
