@@ -1,7 +1,6 @@
 #include "daemon/config.hpp"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <boost/program_options.hpp>
 #include <cctype>
@@ -417,6 +416,8 @@ po::options_description Positional() {
   return desc;
 }
 
+}  // namespace
+
 std::string EnvName(const std::string& key) {
   std::string out = kEnvPrefix;
   for (char c : key) {
@@ -424,6 +425,8 @@ std::string EnvName(const std::string& key) {
   }
   return out;
 }
+
+namespace {
 
 // COMPACTIOND_POOL_SIZE → pool-size; "" (ignored) for anything not a key.
 std::string EnvToKey(const std::string& var) {
@@ -520,39 +523,6 @@ std::optional<unsigned> ReadableByOthers(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
   if ((st.st_mode & (S_IRGRP | S_IROTH)) == 0) return std::nullopt;
   return static_cast<unsigned>(st.st_mode & 07777);
-}
-
-// COMPACTIOND_BACH_SIZE → bach-size, to compare with the keys.
-std::string EnvToGuess(const std::string& var) {
-  std::string out;
-  for (char c : var.substr(std::string(kEnvPrefix).size())) {
-    out.push_back(c == '_' ? '-' : static_cast<char>(std::tolower(c)));
-  }
-  return out;
-}
-
-// A COMPACTIOND_* variable that names no setting is a typo, refused like an
-// unknown key in the file: silently ignored, it would leave the default
-// in force. Only its name is quoted (the value may be a conninfo).
-void RefuseUnknownVariables() {
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    const std::string var = entry.substr(0, entry.find('='));
-    if (var.rfind(kEnvPrefix, 0) != 0 || var == "COMPACTIOND_CONFIG") continue;
-    if (!EnvToKey(var).empty()) continue;
-    std::string hint = DidYouMeanSetting(EnvToGuess(var), EnvName);
-    // Kubernetes injects <SERVICE>_PORT and <SERVICE>_SERVICE_* for a
-    // Service named compactiond.
-    if (hint.empty() && (var.rfind("COMPACTIOND_PORT", 0) == 0 ||
-                         var.rfind("COMPACTIOND_SERVICE_", 0) == 0)) {
-      hint = " (a Kubernetes service link? set enableServiceLinks: false)";
-    }
-    throw ConfigError("environment: unknown variable '" +
-                      (LooksLikeKey(var) ? var : std::string("COMPACTIOND_?")) +
-                      "'" + hint +
-                      "; every COMPACTIOND_* variable must name "
-                      "a setting (see --help)");
-  }
 }
 
 Values ParseEnvironment() {

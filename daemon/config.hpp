@@ -179,6 +179,9 @@ struct SettingSpec {
   std::function<void(Settings& to, const Settings& from)> copy;
 };
 
+// The environment variable of a setting: pool-size → COMPACTIOND_POOL_SIZE.
+std::string EnvName(const std::string& key);
+
 // Every setting, in --help and --print-config order.
 const std::vector<SettingSpec>& SettingTable();
 

@@ -1,6 +1,9 @@
 #include "daemon/suggest.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 
 #include "daemon/config.hpp"
 
@@ -53,6 +56,57 @@ std::string DidYouMeanSetting(const std::string& key,
   const auto close = Closest(key, names);
   if (!close) return "";
   return " (did you mean '" + format(*close) + "'?)";
+}
+
+namespace {
+
+constexpr std::string_view kEnvPrefix = "COMPACTIOND_";
+
+// COMPACTIOND_BACH_SIZE → bach-size, to compare with the keys.
+std::string EnvToGuess(const std::string& var) {
+  std::string out;
+  for (char c : var.substr(kEnvPrefix.size())) {
+    out.push_back(c == '_' ? '-' : static_cast<char>(std::tolower(c)));
+  }
+  return out;
+}
+
+bool IsSettingVariable(const std::string& var) {
+  for (const SettingSpec& spec : SettingTable()) {
+    if (EnvName(spec.name) == var) return true;
+  }
+  return false;
+}
+
+bool Printable(const std::string& name) {
+  if (name.size() > 64) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void RefuseUnknownVariables() {
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string var = entry.substr(0, entry.find('='));
+    if (!var.starts_with(kEnvPrefix) || var == "COMPACTIOND_CONFIG") continue;
+    if (IsSettingVariable(var)) continue;
+    std::string hint = DidYouMeanSetting(EnvToGuess(var), EnvName);
+    // Kubernetes injects <SERVICE>_PORT and <SERVICE>_SERVICE_* for a
+    // Service named compactiond.
+    if (hint.empty() && (var.starts_with("COMPACTIOND_PORT") ||
+                         var.starts_with("COMPACTIOND_SERVICE_"))) {
+      hint = " (a Kubernetes service link? set enableServiceLinks: false)";
+    }
+    throw ConfigError("environment: unknown variable '" +
+                      (Printable(var) ? var : std::string("COMPACTIOND_?")) +
+                      "'" + hint +
+                      "; every COMPACTIOND_* variable must name a setting "
+                      "(see --help)");
+  }
 }
 
 }  // namespace compactiond

@@ -1,5 +1,6 @@
-// "Did you mean" for a mistyped setting: the one name close to what was
-// given, by edit distance. Pure functions; thread-safe.
+// Names that are not settings: "did you mean" for a mistyped one (the one
+// name close to what was given, by edit distance), and the refusal of
+// COMPACTIOND_* variables that name no setting. Thread-safe.
 #pragma once
 
 #include <optional>
@@ -22,5 +23,11 @@ std::optional<std::string> Closest(const std::string& given,
 // `format` turns the key into how the user wrote it (flag, variable).
 std::string DidYouMeanSetting(const std::string& key,
                               std::string (*format)(const std::string&));
+
+// Throws ConfigError for the first COMPACTIOND_* environment variable that
+// names no setting (COMPACTIOND_CONFIG aside): silently ignored, a typo
+// would leave the default in force. Only the name is quoted, never the
+// value (it may be a conninfo).
+void RefuseUnknownVariables();
 
 }  // namespace compactiond
