@@ -61,7 +61,7 @@ void ThrowConnectFailure(const char* operation, PGconn* conn) {
       throw AuthenticationFailed(operation, refusal->sqlstate, role,
                                  "authentication failed for role \"" + role +
                                      "\": " + refusal->why +
-                                     "; not retried. libpq: " + message);
+                                     " (libpq: " + message + ")");
     }
   }
   throw ConnectionLost(operation, "cannot connect: " + message);
