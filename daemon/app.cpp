@@ -128,7 +128,7 @@ int App::Run() {
           {{"version", Version()},
            {"schema", settings_.schema},
            {"pool_size", settings_.pool_size},
-           {"systemd", systemd::Available()}});
+           {"systemd", systemd::UnderSystemd()}});
   if (!StartHttp()) return 1;
   WaitForSignal();
   if (auto every = systemd::WatchdogPingInterval()) PingWatchdog(*every);
@@ -249,7 +249,7 @@ HttpResponse App::Handle(const std::string& path) {
   if (path == "/readyz") {
     if (ready_) return {200, "text/plain; charset=utf-8", "ready\n"};
     std::string why = stopping_    ? "shutting down"
-                      : !db_->up() ? "database unreachable"
+                      : !db_->up() ? db_->down_reason()
                                    : "topics not loaded";
     return {503, "text/plain; charset=utf-8", "not ready: " + why + "\n"};
   }

@@ -43,6 +43,9 @@ void CheckOptionUse(const Invocation& inv, const std::string& command) {
                         "' is for 'topic register'");
     }
   }
+  if (inv.yes && command.rfind("topic destroy", 0) != 0) {
+    throw ConfigError("option '--yes' is for 'topic destroy'");
+  }
   if (inv.roles && command != "schema install") {
     throw ConfigError("option '--roles' is for 'schema install'");
   }
@@ -60,6 +63,21 @@ void WarnAboutExposedSecret(const Invocation& inv) {
           "config file holds a password or sslpassword and is readable by "
           "group or others; chmod 0600 it, or use a passfile (PGPASSFILE)",
           {{"file", inv.config_file}, {"mode", std::string(mode)}});
+}
+
+// libpq's messages span lines ("\n\tIs the server running..."); one line
+// per error keeps the format greppable.
+void PrintError(const std::string& message) {
+  std::string line;
+  for (char c : message) {
+    if (c == '\n' || c == '\t') {
+      if (!line.empty() && line.back() != ' ') line.push_back(' ');
+    } else {
+      line.push_back(c);
+    }
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  std::cerr << "compactiond: " << line << "\n";
 }
 
 int Dispatch(const std::vector<std::string>& args, Invocation& inv) {
@@ -81,6 +99,15 @@ int Dispatch(const std::vector<std::string>& args, Invocation& inv) {
   if (command == "topic list") return cli::TopicList(s, inv.json);
   if (w.size() >= 3 && w[0] == "topic" && w[1] == "register") {
     return cli::TopicRegister(s, {w.begin() + 2, w.end()}, inv);
+  }
+  if (w.size() >= 2 && w[0] == "topic" && w[1] == "destroy") {
+    if (w.size() != 3) throw ConfigError("usage: topic destroy NAME --yes");
+    if (!inv.yes) {
+      throw ConfigError("topic destroy drops topic '" + w[2] +
+                        "' with all its messages and cannot be undone; "
+                        "confirm with --yes");
+    }
+    return cli::TopicDestroy(s, w[2]);
   }
   if (w.size() == 2 && w[0] == "topic" && w[1] == "register") {
     throw ConfigError(
@@ -116,15 +143,16 @@ int RunCommandLine(const std::vector<std::string>& args) {
     }
     return Dispatch(args, inv);
   } catch (const ConfigError& e) {
-    std::cerr << "compactiond: " << e.what() << "\n";
+    // One format for every error that ends a command, config or runtime:
+    // "compactiond: <what went wrong>" on one line, for people. The daemon's
+    // own log while it runs is logfmt.
+    PrintError(e.what());
     return kExitUsage;
   } catch (const compaction::InvalidArgument&) {
-    LogError("cli", "invalid argument",
-             {{"error", Describe(std::current_exception())}});
+    PrintError(Describe(std::current_exception()));
     return kExitUsage;
   } catch (const std::exception&) {
-    LogError("cli", "command failed",
-             {{"error", Describe(std::current_exception())}});
+    PrintError(Describe(std::current_exception()));
     return kExitFailure;
   }
 }

@@ -14,6 +14,7 @@
 
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
+#include "daemon/suggest.hpp"
 
 namespace po = boost::program_options;
 
@@ -401,7 +402,9 @@ po::options_description CommandLineOnly() {
        "are kept, or 'keep' (default 7d)")
       ("tombstone-retention", po::value<std::string>(),
        "topic register: how long a tombstone head is kept, or 'keep' "
-       "(default 1d)");
+       "(default 1d)")
+      ("yes", "topic destroy: confirm dropping the topic and all its "
+              "messages");
   // clang-format on
   return desc;
 }
@@ -413,6 +416,8 @@ po::options_description Positional() {
   return desc;
 }
 
+}  // namespace
+
 std::string EnvName(const std::string& key) {
   std::string out = kEnvPrefix;
   for (char c : key) {
@@ -420,6 +425,8 @@ std::string EnvName(const std::string& key) {
   }
   return out;
 }
+
+namespace {
 
 // COMPACTIOND_POOL_SIZE → pool-size; "" (ignored) for anything not a key.
 std::string EnvToKey(const std::string& var) {
@@ -430,6 +437,9 @@ std::string EnvToKey(const std::string& var) {
   }
   return "";
 }
+
+std::string Same(const std::string& key) { return key; }
+std::string Flag(const std::string& key) { return "--" + key; }
 
 using Values = std::map<std::string, std::string>;
 
@@ -494,7 +504,9 @@ Values ParseFile(const std::string& path) {
     const std::string name = prefix + TrimSpace(line.substr(0, eq));
     if (!IsSettingKey(name)) {
       throw ConfigError(where + std::to_string(number) + ": unknown key" +
-                        (LooksLikeKey(name) ? " '" + name + "'" : ""));
+                        (LooksLikeKey(name)
+                             ? " '" + name + "'" + DidYouMeanSetting(name, Same)
+                             : ""));
     }
     out[name] = TrimSpace(line.substr(eq + 1));
   }
@@ -514,6 +526,7 @@ std::optional<unsigned> ReadableByOthers(const std::string& path) {
 }
 
 Values ParseEnvironment() {
+  RefuseUnknownVariables();
   try {
     return ToValues(po::parse_environment(SettingsTable(), EnvToKey));
   } catch (const po::error& e) {
@@ -569,6 +582,11 @@ po::variables_map ParseArgs(const std::vector<std::string>& args) {
                          ~po::command_line_style::allow_guessing)
                   .run(),
               vm);
+  } catch (const po::unknown_option& e) {
+    const std::string flag = e.get_option_name();
+    const std::string key = flag.substr(flag.find_first_not_of('-'));
+    throw ConfigError(std::string("command line: ") + e.what() +
+                      DidYouMeanSetting(key, Flag));
   } catch (const po::error& e) {
     throw ConfigError(std::string("command line: ") + e.what());
   }
@@ -596,6 +614,7 @@ void ReadCommandLineOnly(const po::variables_map& vm, Invocation& inv) {
   inv.json = vm.count("json") != 0;
   inv.once = vm.count("once") != 0;
   inv.roles = vm.count("roles") != 0;
+  inv.yes = vm.count("yes") != 0;
   if (vm.count("role-prefix") != 0) {
     inv.role_prefix = vm["role-prefix"].as<std::string>();
   }
@@ -735,7 +754,9 @@ std::string HelpText() {
          "  schema install            create the schema (idempotent)\n"
          "  topic register NAME... [--headless-ttl D] [--retention D|keep] "
          "[--tombstone-retention D|keep]\n"
-         "  topic list [--json]\n\n"
+         "  topic list [--json]\n"
+         "  topic destroy NAME --yes  drop the topic, its messages and its "
+         "heads (the schema owner's role)\n\n"
          "Precedence: flag > COMPACTIOND_<KEY> environment variable > config "
          "file > default.\n"
          "Durations: 500ms, 30s, 5m, 1h, 1d, or combined (1h30m).\n"

@@ -129,6 +129,7 @@ struct Invocation {
   bool json = false;
   bool once = false;
   bool roles = false;       // schema install --roles
+  bool yes = false;         // topic destroy --yes
   std::string role_prefix;  // schema install --role-prefix; empty: schema
   std::optional<Millis> headless_ttl;  // at most kMaxTtl
   // topic register: 0..kMaxTtl or kKeepForever ("keep").
@@ -177,6 +178,9 @@ struct SettingSpec {
   std::function<bool(const Settings&, const Settings&)> same;
   std::function<void(Settings& to, const Settings& from)> copy;
 };
+
+// The environment variable of a setting: pool-size → COMPACTIOND_POOL_SIZE.
+std::string EnvName(const std::string& key);
 
 // Every setting, in --help and --print-config order.
 const std::vector<SettingSpec>& SettingTable();

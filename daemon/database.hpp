@@ -1,7 +1,8 @@
 // Database: the daemon's link to PostgreSQL through one compaction::Client.
 //
 // Connects on a worker thread and, while the server is unreachable, retries
-// with exponential backoff (reconnect-min doubling up to reconnect-max). Any
+// with exponential backoff (reconnect-min doubling up to reconnect-max; after
+// an authentication failure, 1s doubling up to 1m: see failure.hpp). Any
 // component that sees a connection error on the current client reports it
 // here; the link then drops that client and reconnects, so the daemon
 // recovers by itself when the database returns.
@@ -14,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "daemon/asio.hpp"
@@ -41,6 +43,9 @@ class Database {
   // The connected client, or null while the database is down.
   const std::shared_ptr<compaction::Client>& client() const { return client_; }
   bool up() const { return client_ != nullptr; }
+  // Why the link is down, for /readyz: "database unreachable", or
+  // "database authentication failed for role \"R\"".
+  std::string down_reason() const;
 
   // Reports a failed operation on `used`. A connection error on the current
   // client takes the link down and schedules a reconnect; other errors are
@@ -51,7 +56,9 @@ class Database {
  private:
   void Attempt();
   void OnConnected(Outcome<std::shared_ptr<compaction::Client>> outcome);
-  void RetryLater();
+  void RetryLater(Millis cap);
+  void AuthenticationRefused(const std::string& role,
+                             const std::exception_ptr& error);
 
   asio::io_context& io_;
   WorkerPool& pool_;
@@ -67,6 +74,7 @@ class Database {
   bool connecting_ = false;
   bool stopped_ = false;
   int failed_attempts_ = 0;
+  std::optional<std::string> refused_role_;  // set while auth is refused
 };
 
 }  // namespace compactiond

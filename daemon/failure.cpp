@@ -17,6 +17,16 @@ bool IsConnectionError(const std::exception_ptr& error) {
   }
 }
 
+std::optional<std::string> RefusedRole(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const compaction::AuthenticationFailed& e) {
+    return e.role();
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
 bool IsCancelled(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
@@ -40,6 +50,8 @@ std::string Describe(const std::exception_ptr& error) {
     return std::string("SchemaVersionMismatch: ") + e.what();
   } catch (const compaction::InvalidArgument& e) {
     return std::string("InvalidArgument: ") + e.what();
+  } catch (const compaction::AuthenticationFailed& e) {
+    return std::string("AuthenticationFailed: ") + e.what();
   } catch (const compaction::DatabaseError& e) {
     return "DatabaseError " + e.sqlstate() + ": " + e.what();
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/conninfo.hpp"
+#include "daemon/failure.hpp"
 #include "daemon/log.hpp"
 
 namespace compactiond {
@@ -67,13 +68,18 @@ void TopicListener::Run() {
     if (std::chrono::steady_clock::now() - began > std::chrono::seconds(30)) {
       backoff = retry_min_;
     }
+    // Refused credentials: as slowly as the database link retries.
+    const Millis cap =
+        refused_ ? std::max(retry_max_, kAuthBackoffMax) : retry_max_;
+    if (refused_) backoff = std::max(backoff, kAuthBackoffMin);
     if (!Sleep(backoff)) return;
-    backoff = std::min(backoff * 2, retry_max_);
+    backoff = std::min(backoff * 2, cap);
   }
 }
 
 bool TopicListener::Session() {
   std::optional<compaction::TopicEventListener> conn;
+  refused_ = false;
   try {
     conn.emplace(params_, LogNotices("postgres"));
     // Bounded here so that Stop() is never stuck behind a dead host.
@@ -87,6 +93,12 @@ bool TopicListener::Session() {
     }
   } catch (const compaction::ConnectionLost& e) {
     LogWarn("listener", "connect failed", {{"error", e.what()}});
+    return !stop_;
+  } catch (const compaction::AuthenticationFailed& e) {
+    // The database link logs the refusal (and /readyz says it); one line
+    // per attempt is enough.
+    LogDebug("listener", "connect refused", {{"error", e.what()}});
+    refused_ = true;
     return !stop_;
   } catch (const compaction::InvalidArgument& e) {
     // Retrying would find the same: LISTEN does not work here.

@@ -65,6 +65,8 @@ class TopicListener {
   Callbacks callbacks_;
   WarningThrottle bad_payload_throttle_;  // listener thread only
   std::atomic<bool> stop_{false};
+  // The last attempt was refused (AuthenticationFailed): retry slowly.
+  bool refused_ = false;
   std::thread thread_;
 };
 

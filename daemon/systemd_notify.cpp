@@ -1,5 +1,7 @@
 #include "daemon/systemd_notify.hpp"
 
+#include <cstdlib>
+
 #ifdef COMPACTIOND_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
 #endif
@@ -31,9 +33,12 @@ std::optional<Millis> WatchdogPingInterval() {
   return std::nullopt;
 }
 
-bool Available() {
+bool UnderSystemd() {
 #ifdef COMPACTIOND_HAVE_SYSTEMD
-  return true;
+  // Built with libsystemd is not enough: sd_notify only reaches systemd
+  // when the service manager handed us its socket (Type=notify).
+  const char* socket = std::getenv("NOTIFY_SOCKET");
+  return socket != nullptr && *socket != '\0';
 #else
   return false;
 #endif

@@ -16,6 +16,8 @@ void NotifyStatus(const std::string& status);
 void NotifyWatchdog();
 // Half the WATCHDOG_USEC systemd asks for, or nullopt when no watchdog.
 std::optional<Millis> WatchdogPingInterval();
-bool Available();
+// Whether notifications reach a service manager: built with libsystemd and
+// started with NOTIFY_SOCKET (what the log's systemd=true reports).
+bool UnderSystemd();
 
 }  // namespace compactiond::systemd

@@ -22,6 +22,9 @@ int TopicList(const Settings& s, bool json);
 // and --tombstone-retention.
 int TopicRegister(const Settings& s, const std::vector<std::string>& names,
                   const Invocation& inv);
+// topic destroy NAME (after --yes): drops the topic and its tables. Needs
+// the role that owns them; another gets the server's permission error.
+int TopicDestroy(const Settings& s, const std::string& name);
 // schema install [--roles [--role-prefix P]]
 int SchemaInstall(const Settings& s, bool roles,
                   const std::string& role_prefix);

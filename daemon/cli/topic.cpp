@@ -1,8 +1,9 @@
-// topic list [--json] and topic register NAME...
+// topic list [--json], topic register NAME... and topic destroy NAME
 #include <compaction/compaction.hpp>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "daemon/cli.hpp"
 #include "daemon/cli/commands.hpp"
@@ -65,6 +66,23 @@ int TopicRegister(const Settings& s, const std::vector<std::string>& names,
               << " tombstone_retention="
               << RetentionText(info.tombstone_retention) << "\n";
   }
+  return kExitOk;
+}
+
+int TopicDestroy(const Settings& s, const std::string& name) {
+  compaction::Client client = Connect(s);
+  try {
+    client.Topic<compaction::RawMessage>(name).Destroy();
+  } catch (const compaction::DatabaseError& e) {
+    if (e.sqlstate() != "42501") throw;
+    // insufficient_privilege: the app, janitor and monitor roles may not
+    // drop tables, by design.
+    throw std::runtime_error(
+        std::string(e.what()) +
+        " (topic destroy needs the role that owns the schema's tables, "
+        "e.g. <prefix>_owner of schema install --roles)");
+  }
+  std::cout << "destroyed topic=" << name << "\n";
   return kExitOk;
 }
 

@@ -8,10 +8,15 @@
 # with Debian's build flags (dpkg-buildflags, all hardening, no -g: the
 # packages are stripped anyway). Needs cmake, g++, dpkg-dev and the build
 # dependencies of deploy/local/install-deps.sh. Prints the .deb paths.
+#
+# Relative BUILD_DIR and OUT_DIR are taken from the current directory (the
+# script changes directory before cpack writes OUT_DIR).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$root/build-deb}
-out=${2:-$build/packages}
+absolute() { if [[ $1 == /* ]]; then echo "$1"; else echo "$PWD/$1"; fi; }
+build=$(absolute "${1:-$root/build-deb}")
+out=$(absolute "${2:-$build/packages}")
+echo "building the Debian packages in $build (about 3 minutes on 2 cores)" >&2
 
 export DEB_BUILD_MAINT_OPTIONS=hardening=+all DEB_CXXFLAGS_MAINT_STRIP=-g
 cxxflags="$(dpkg-buildflags --get CXXFLAGS) $(dpkg-buildflags --get CPPFLAGS)"

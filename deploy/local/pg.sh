@@ -27,6 +27,19 @@ start() {
     as_owner "$PG_BIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 \
       --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
       || { cat "$dir/initdb.log" >&2; exit 1; }
+    # Trust for everyone, except members of two group roles the tests of
+    # refused logins create (test/pg/auth_test.cpp, the daemon's
+    # auth_refused): a password is required, or no connection is admitted.
+    # First match wins, so these go first.
+    local hba
+    hba=$(cat "$dir/data/pg_hba.conf")
+    # Rewritten in place: the file keeps its owner.
+    printf '%s\n' \
+      'local all +compaction_test_password scram-sha-256' \
+      'host all +compaction_test_password all scram-sha-256' \
+      'local all +compaction_test_rejected reject' \
+      'host all +compaction_test_rejected all reject' \
+      "$hba" >"$dir/data/pg_hba.conf"
   fi
   local port
   port=$(free_port)

@@ -46,6 +46,10 @@ pg::ConnPtr ConnectBefore(ClientCore& core, Clock::time_point deadline) {
     try {
       return pg::Connect(params, core.options().application_name,
                          "commit check", &core.options().notice_handler);
+    } catch (const AuthenticationFailed&) {
+      // The same credentials will be refused again: the outcome stays
+      // unknown (CommitOutcomeUnknown), not an authentication error.
+      return nullptr;
     } catch (const ConnectionLost&) {
       if (Left(deadline) <= pause) return nullptr;
     }
@@ -109,7 +113,10 @@ Verdict Resolve(ClientCore& core, const pg::ServerIdentity* old,
   const Clock::time_point deadline =
       Clock::now() + core.options().commit_check_timeout;
   pg::ConnPtr conn = ConnectBefore(core, deadline);
-  if (!conn) return {Finding::kUnknown, "no server could be reached"};
+  if (!conn) {
+    return {Finding::kUnknown,
+            "no server could be reached (or one refused the role)"};
+  }
   const pg::ServerIdentity now =
       pg::ReadServerIdentity(conn.get(), "commit check");
   // Visible means committed, on whichever server shows it.

@@ -84,4 +84,11 @@ DatabaseError::DatabaseError(std::string operation, std::string sqlstate,
                              : message + " (SQLSTATE " + sqlstate + ")"),
       sqlstate_(std::move(sqlstate)) {}
 
+AuthenticationFailed::AuthenticationFailed(std::string operation,
+                                           std::string sqlstate,
+                                           std::string role,
+                                           const std::string& message)
+    : DatabaseError(std::move(operation), std::move(sqlstate), message),
+      role_(std::move(role)) {}
+
 }  // namespace compaction

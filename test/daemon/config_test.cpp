@@ -18,6 +18,7 @@
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
 #include "daemon/scheduler.hpp"
+#include "daemon/suggest.hpp"
 
 namespace compactiond {
 namespace {
@@ -626,6 +627,64 @@ TEST_CASE("topic register takes retentions as durations or keep") {
     CHECK_THAT(ErrorOf({"topic", "register", "t", "--retention", bad}),
                Catch::Contains("'retention'"));
   }
+}
+
+TEST_CASE("edit distance and the closest setting") {
+  CHECK(EditDistance("batch-size", "batch-size") == 0);
+  CHECK(EditDistance("bach-size", "batch-size") == 1);
+  CHECK(EditDistance("btach-size", "batch-size") == 1);  // a swap is one
+  CHECK(EditDistance("", "abc") == 3);
+  CHECK(EditDistance("kitten", "sitting") == 3);
+  const std::vector<std::string> names = {"batch-size", "max-batches",
+                                          "pool-size"};
+  CHECK(Closest("bach-size", names) == "batch-size");
+  CHECK(Closest("pool-sise", names) == "pool-size");
+  CHECK_FALSE(Closest("colour", names).has_value());  // nothing close
+  CHECK_FALSE(Closest("a-size", {"b-size", "c-size"}).has_value());  // a tie
+}
+
+TEST_CASE("an unknown COMPACTIOND_ variable is refused, with a suggestion") {
+  {
+    ScopedEnv env("COMPACTIOND_BACH_SIZE", "5");
+    const std::string error = ErrorOf({});
+    CHECK_THAT(error, Catch::Contains("unknown variable "
+                                      "'COMPACTIOND_BACH_SIZE'") &&
+                          Catch::Contains("did you mean "
+                                          "'COMPACTIOND_BATCH_SIZE'"));
+    CHECK(error.find('5') == std::string::npos);
+    // --help and --version still answer.
+    CHECK_NOTHROW(ParseInvocation({"--help"}));
+  }
+  {
+    ScopedEnv env("COMPACTIOND_ZZZZZZZZ", "host=h password=hunter2");
+    const std::string error = ErrorOf({});
+    CHECK_THAT(error, Catch::Contains("'COMPACTIOND_ZZZZZZZZ'"));
+    CHECK(error.find("did you mean") == std::string::npos);
+    CHECK(error.find("hunter2") == std::string::npos);
+  }
+  {
+    ScopedEnv env("COMPACTIOND_PORT", "tcp://10.0.0.1:9473");
+    CHECK_THAT(ErrorOf({}), Catch::Contains("enableServiceLinks"));
+  }
+  {
+    // Not a setting, but the daemon's own: the config file's path.
+    std::string file = WriteFile("batch-size = 9\n");
+    ScopedEnv env("COMPACTIOND_CONFIG", file.c_str());
+    CHECK(ParseInvocation({}).settings.batch_size == 9);
+    std::remove(file.c_str());
+  }
+}
+
+TEST_CASE("an unknown key in the file or a flag gets a suggestion") {
+  std::string file = WriteFile("max-batchs = 3\n");
+  CHECK_THAT(ErrorOf({"--config", file}),
+             Catch::Contains("unknown key 'max-batchs' (did you mean "
+                             "'max-batches'?)"));
+  std::remove(file.c_str());
+  CHECK_THAT(ErrorOf({"--bach-size", "5"}),
+             Catch::Contains("--bach-size") &&
+                 Catch::Contains("did you mean '--batch-size'?"));
+  CHECK(ErrorOf({"--zzzzzzzz", "5"}).find("did you mean") == std::string::npos);
 }
 
 }  // namespace compactiond

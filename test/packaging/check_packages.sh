@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds the Debian packages (deploy/debian/build.sh) and checks them as a
+# Builds the Debian packages as the README says (deploy/debian/build.sh
+# build-deb build-deb/packages, from the root of a copy of the tree) and
+# checks them as a
 # packager and an operator would:
 #   - lintian: no error (warnings are printed, and listed in doc/operations.md);
 #   - control data: compactiond depends on libcompaction0 and what
@@ -24,7 +26,18 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL $*"; exit 1; }
 step() { printf '%-5s %s (%ss)\n' OK "$1" "$SECONDS"; }
 
-bash "$src/deploy/debian/build.sh" "$build" "$out" >/dev/null
+# The README's command line as written, relative paths included, from the
+# root of a scratch copy of the tree under test (so the test leaves no
+# build-deb/ behind and never touches one the user has).
+copy=$work/src
+mkdir -p "$copy"
+tar -C "$src" --exclude='./build*' --exclude=./.git -cf - . | tar -C "$copy" -xf -
+(cd "$copy" && deploy/debian/build.sh build-deb build-deb/packages) >"$work/build.log" 2>&1 \
+  || { tail -20 "$work/build.log"; fail "deploy/debian/build.sh build-deb build-deb/packages"; }
+ls "$copy"/build-deb/packages/*.deb >/dev/null 2>&1 \
+  || fail "no packages in ./build-deb/packages: $(cat "$work/build.log")"
+rm -rf "$out" && mkdir -p "$out"
+cp "$copy"/build-deb/packages/*.deb "$out"/
 for p in libcompaction0 libcompaction-dev compactiond; do
   deb=$(ls "$out/${p}_"*.deb 2>/dev/null) || fail "no ${p}_*.deb in $out"
   declare "deb_${p//-/_}=$deb"
@@ -96,5 +109,5 @@ man_err=$(MANWIDTH=80 LC_ALL=C.UTF-8 man --warnings -l "$root/usr/share/man/man1
 tr -s ' ' <"$work/man.txt" | grep -q 'compactiond - janitor and metrics exporter' || fail "man -l rendered no NAME section"
 step "man -l compactiond.1.gz ($(wc -l <"$work/man.txt") lines)"
 
-bash "$src/test/install/check_install.sh" "$build" "$src" | sed 's/^/      /'
+bash "$src/test/install/check_install.sh" "$copy/build-deb" "$src" | sed 's/^/      /'
 step "shared library install checked"

@@ -19,6 +19,9 @@
 //   │                          have asked for: a library bug, or its tables
 //   │                          altered by hand
 //   └── DatabaseError          any other server error, with its SQLSTATE
+//       ├── AuthenticationFailed  the server refused the role at connect
+//       │                      (28P01, 28000): the password, pg_hba.conf or
+//       │                      the role itself; retrying cannot help
 //       ├── LockTimeout        lock_timeout expired (55P03)
 //       ├── RetryableError     serialization failure or deadlock: retry the tx
 //       └── StatementCancelled the statement was cancelled (57014): a cancel
@@ -139,6 +142,24 @@ class COMPACTION_EXPORT DatabaseError : public Error {
 
  private:
   std::string sqlstate_;
+};
+
+// The server refused to let `role` in: a wrong or missing password
+// (sqlstate 28P01), or pg_hba.conf admits no such connection, or the role
+// does not exist or may not log in (28000). Not a ConnectionLost: the same
+// credentials fail the same way, so fix them rather than retry. The message
+// names the role and the reason, never the password. libpq reports a
+// refused connection without its SQLSTATE, so the class is recognised by
+// the server's message, which is English unless the server's lc_messages
+// says otherwise (then the failure stays a ConnectionLost).
+class COMPACTION_EXPORT AuthenticationFailed : public DatabaseError {
+ public:
+  AuthenticationFailed(std::string operation, std::string sqlstate,
+                       std::string role, const std::string& message);
+  const std::string& role() const noexcept { return role_; }
+
+ private:
+  std::string role_;
 };
 
 class COMPACTION_EXPORT LockTimeout : public DatabaseError {

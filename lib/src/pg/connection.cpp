@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "compaction/errors.hpp"
+#include "pg/connect_error.hpp"
 #include "pg/sqlstate.hpp"
 
 namespace compaction::pg {
@@ -728,8 +729,7 @@ ConnPtr Connect(const ConnParams& params, const std::string& application_name,
                                  /*expand_dbname=*/0));
   RouteNotices(conn.get(), notices);
   if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
-    throw ConnectionLost(operation,
-                         "cannot connect: " + TrimmedErrorMessage(conn.get()));
+    ThrowConnectFailure(operation, conn.get());
   }
   return conn;
 }

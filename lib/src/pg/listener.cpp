@@ -8,6 +8,7 @@
 
 #include "compaction/errors.hpp"
 #include "compaction/topic_events.hpp"
+#include "pg/connect_error.hpp"
 #include "pg/connection.hpp"
 
 namespace compaction {
@@ -67,7 +68,9 @@ bool TopicEventListener::Connect(std::chrono::milliseconds slice) {
     if (n < 0) Lost(conn, "cannot connect");
     if (n == 0) return false;
     impl_->polling = PQconnectPoll(conn);
-    if (impl_->polling == PGRES_POLLING_FAILED) Lost(conn, "cannot connect");
+    if (impl_->polling == PGRES_POLLING_FAILED) {
+      pg::ThrowConnectFailure(kOp, conn);
+    }
     if (impl_->polling != PGRES_POLLING_OK) return false;
   }
   // The channel is ours, a constant: no quoting needed. The backend's pid

@@ -1,0 +1,70 @@
+#include "pg/connect_error.hpp"
+
+#include <string>
+
+#include "compaction/errors.hpp"
+#include "pg/connection.hpp"
+
+namespace compaction::pg {
+namespace {
+
+struct Refusal {
+  const char* sqlstate;
+  const char* why;
+};
+
+// libpq keeps the server's refusal only as text (PQconnectdb's failed
+// connection has no result to read a SQLSTATE from), so the refusals are
+// told apart by the server's messages, in PostgreSQL's own wording
+// (src/backend/libpq/auth.c and postinit.c).
+const Refusal* Classify(PGconn* conn, const std::string& message) {
+  static constexpr Refusal kPassword{
+      "28P01", "the server refused the password (wrong password?)"};
+  static constexpr Refusal kNoPassword{
+      "28P01",
+      "the server asks for a password and none was given (PGPASSWORD, a "
+      "passfile, or password in the conninfo)"};
+  static constexpr Refusal kMethod{
+      "28000", "the server refused it (pg_hba.conf authentication method)"};
+  static constexpr Refusal kHba{
+      "28000",
+      "pg_hba.conf has no entry admitting this role from this host, or "
+      "rejects it"};
+  static constexpr Refusal kRole{"28000",
+                                 "the role does not exist or may not log in"};
+  if (PQconnectionNeedsPassword(conn)) return &kNoPassword;
+  const auto has = [&](const std::string& text) {
+    return message.find(text) != std::string::npos;
+  };
+  if (has("password authentication failed for user")) return &kPassword;
+  if (has("authentication failed for user")) return &kMethod;
+  if (has("no pg_hba.conf entry") || has("pg_hba.conf rejects connection")) {
+    return &kHba;
+  }
+  const char* user = PQuser(conn);
+  if (has("is not permitted to log in") ||
+      (user != nullptr &&
+       has("role \"" + std::string(user) + "\" does not exist"))) {
+    return &kRole;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void ThrowConnectFailure(const char* operation, PGconn* conn) {
+  const std::string message = TrimmedErrorMessage(conn);
+  if (conn != nullptr) {
+    if (const Refusal* refusal = Classify(conn, message)) {
+      const char* user = PQuser(conn);
+      const std::string role = user != nullptr ? user : "";
+      throw AuthenticationFailed(operation, refusal->sqlstate, role,
+                                 "authentication failed for role \"" + role +
+                                     "\": " + refusal->why +
+                                     " (libpq: " + message + ")");
+    }
+  }
+  throw ConnectionLost(operation, "cannot connect: " + message);
+}
+
+}  // namespace compaction::pg

@@ -1,0 +1,13 @@
+// What a failed connection attempt becomes: AuthenticationFailed when the
+// server refused the role, ConnectionLost otherwise (down, unreachable,
+// too many connections: worth a retry).
+#pragma once
+
+#include <libpq-fe.h>
+
+namespace compaction::pg {
+
+// Throws for `conn`, whose attempt failed (CONNECTION_BAD or null).
+[[noreturn]] void ThrowConnectFailure(const char* operation, PGconn* conn);
+
+}  // namespace compaction::pg
