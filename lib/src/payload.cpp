@@ -26,16 +26,13 @@ struct Frame {
 };
 
 // Visits every value of `root` depth first: visit(value, stack) returns
-// false to stop (Walk then returns false too). enter(stack) is asked before
-// a container is opened and may refuse (too deep).
-template <class Visit, class Enter>
-bool Walk(const Json& root, std::vector<Frame>& stack, Visit&& visit,
-          Enter&& enter) {
+// false to stop (Walk then returns false too).
+template <class Visit>
+bool Walk(const Json& root, std::vector<Frame>& stack, Visit&& visit) {
   const Json* value = &root;
   for (;;) {
     if (!visit(*value, stack)) return false;
     if (value->is_structured()) {
-      if (!enter(stack)) return false;
       stack.push_back(Frame{value, value->cbegin()});
     }
     value = nullptr;
@@ -197,37 +194,70 @@ bool MarkOverflows(const char* text, std::size_t length, std::string& out) {
                                std::to_string(sax.position()) + ")");
 }
 
+enum class Problem { kNone, kNonFinite, kNulInString, kNulInName, kTooDeep };
+
+// The produce-time check, on every payload sent: recursive (the depth is
+// bounded by kMaxPayloadDepth) over the containers themselves, about twice
+// as fast as the iterator walk. Fills `path` innermost first on the way out.
+Problem FindProblem(const Json& v, std::size_t depth,
+                    std::vector<std::string>& path) {
+  switch (v.type()) {
+    case Json::value_t::number_float:
+      return std::isfinite(v.get_ref<const double&>()) ? Problem::kNone
+                                                       : Problem::kNonFinite;
+    case Json::value_t::string:
+      return HasNul(v.get_ref<const std::string&>()) ? Problem::kNulInString
+                                                     : Problem::kNone;
+    case Json::value_t::object:
+      if (depth == kMaxPayloadDepth) return Problem::kTooDeep;
+      for (const auto& [name, child] : v.get_ref<const Json::object_t&>()) {
+        Problem p = HasNul(name) ? Problem::kNulInName
+                                 : FindProblem(child, depth + 1, path);
+        if (p == Problem::kNone) continue;
+        if (p != Problem::kTooDeep) path.push_back(ShownMember(name));
+        return p;
+      }
+      return Problem::kNone;
+    case Json::value_t::array: {
+      if (depth == kMaxPayloadDepth) return Problem::kTooDeep;
+      const auto& items = v.get_ref<const Json::array_t&>();
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        const Problem p = FindProblem(items[i], depth + 1, path);
+        if (p == Problem::kNone) continue;
+        if (p != Problem::kTooDeep) path.push_back(std::to_string(i));
+        return p;
+      }
+      return Problem::kNone;
+    }
+    default:
+      return Problem::kNone;
+  }
+}
+
 }  // namespace
 
 void ValidatePayload(const char* operation, const Json& payload) {
-  std::vector<Frame> stack;
-  std::string problem;
-  const auto visit = [&](const Json& v, const std::vector<Frame>& at) {
-    const char* why = "jsonb cannot store U+0000";
-    if (!at.empty() && at.back().node->is_object() &&
-        HasNul(at.back().it.key())) {
-      problem = "a member name with a NUL character";
-    } else if (v.is_number_float() &&
-               !std::isfinite(v.get_ref<const double&>())) {
-      problem = "a NaN or infinite number";
-      why = "JSON has none; it would be stored as null";
-    } else if (v.is_string() && HasNul(v.get_ref<const std::string&>())) {
-      problem = "a string with a NUL character";
-    } else {
-      return true;
-    }
-    problem += " at " + Path(at) + " (" + why + ")";
-    return false;
-  };
-  const auto enter = [&](const std::vector<Frame>& at) {
-    if (at.size() < kMaxPayloadDepth) return true;
-    problem = "containers nested deeper than " +
-              std::to_string(kMaxPayloadDepth) + " levels";
-    return false;
-  };
-  if (!Walk(payload, stack, visit, enter)) {
-    throw InvalidArgument(operation, "payload has " + problem);
+  std::vector<std::string> path;  // innermost first
+  const Problem problem = FindProblem(payload, 0, path);
+  if (problem == Problem::kNone) return;
+  if (problem == Problem::kTooDeep) {
+    throw InvalidArgument(operation,
+                          "payload has containers nested deeper than " +
+                              std::to_string(kMaxPayloadDepth) + " levels");
   }
+  std::string where;
+  for (auto it = path.rbegin(); it != path.rend(); ++it) where += "/" + *it;
+  if (where.empty()) where = "the top level";
+  const char* what = problem == Problem::kNonFinite
+                         ? "a NaN or infinite number at "
+                     : problem == Problem::kNulInString
+                         ? "a string with a NUL character at "
+                         : "a member name with a NUL character at ";
+  const char* why = problem == Problem::kNonFinite
+                        ? " (JSON has none; it would be stored as null)"
+                        : " (jsonb cannot store U+0000)";
+  throw InvalidArgument(operation,
+                        std::string("payload has ") + what + where + why);
 }
 
 Json ParseStoredPayload(const char* operation, std::int64_t message_id,
@@ -267,7 +297,7 @@ bool ZeroWideNumbers(const char* operation, std::int64_t message_id,
     wide.push_back(Pointer(at));
     return true;
   };
-  Walk(payload, stack, visit, [](const std::vector<Frame>&) { return true; });
+  Walk(payload, stack, visit);
   if (wide.empty()) return false;
   zeroed = payload;
   for (const auto& p : wide) zeroed[p] = 0;
@@ -293,7 +323,7 @@ void CheckWideNumbers(const char* operation, std::int64_t message_id,
         "the number at " + Path(at) +
             " does not fit the integer field it decodes into");
   };
-  Walk(payload, stack, visit, [](const std::vector<Frame>&) { return true; });
+  Walk(payload, stack, visit);
 }
 
 std::string DecodeReason(const Json::exception& e) {
