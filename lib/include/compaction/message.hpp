@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "compaction/errors.hpp"
 #include "compaction/export.hpp"
