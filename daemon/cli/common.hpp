@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "daemon/config.hpp"
 
@@ -25,5 +26,12 @@ nlohmann::json Timestamp(
 nlohmann::json RetentionJson(Millis d);
 // A retention for people: "keep" or a duration.
 std::string RetentionText(Millis d);
+
+// Text from the database (topic names, last errors, claim owners) as a
+// table cell or plain-output field: control characters (C0, DEL, C1) and
+// bytes that are not UTF-8 written as \xNN (\n, \r, \t as such) and a
+// backslash as \\, so a row planted by another role can neither move the
+// terminal's cursor nor forge a line. JSON output escapes on its own.
+std::string Printable(std::string_view text);
 
 }  // namespace compactiond::cli

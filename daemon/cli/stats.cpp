@@ -79,14 +79,15 @@ void PrintHeader() {
 }
 
 void PrintRow(const compaction::TopicOverview& t) {
-  std::cout << std::left << std::setw(32) << t.info.name << std::setw(10)
-            << FormatDuration(t.info.headless_ttl) << std::setw(12)
-            << HeadlessText(t.stats) << std::setw(14)
+  std::cout << std::left << std::setw(32) << Printable(t.info.name)
+            << std::setw(10) << FormatDuration(t.info.headless_ttl)
+            << std::setw(12) << HeadlessText(t.stats) << std::setw(14)
             << SecondsText(t.stats.oldest_headless_age) << std::setw(14)
             << t.stats.janitor.total_deleted_rows << std::setw(12)
             << ("~" + std::to_string(t.stats.estimated_messages))
             << std::setw(12) << t.stats.tombstoned_keys << std::setw(14)
-            << SecondsText(t.stats.cleaner_lag) << LastError(t) << "\n";
+            << SecondsText(t.stats.cleaner_lag) << Printable(LastError(t))
+            << "\n";
 }
 
 }  // namespace

@@ -17,16 +17,17 @@ namespace compactiond::cli {
 namespace {
 
 std::string Status(const JobReport& r) {
-  return r.skipped ? "skipped claimed_by=" + r.claimed_by : "ok";
+  return r.skipped ? "skipped claimed_by=" + Printable(r.claimed_by) : "ok";
 }
 
 void Print(const std::string& topic, Job job, const JobReport& r) {
   if (job == Job::kSweep) {
-    std::cout << "topic=" << topic << " deleted=" << r.deleted
+    std::cout << "topic=" << Printable(topic) << " deleted=" << r.deleted
               << " batches=" << r.batches << " status=" << Status(r) << "\n";
     return;
   }
-  std::cout << "topic=" << topic << " cleaner deleted_messages=" << r.deleted
+  std::cout << "topic=" << Printable(topic)
+            << " cleaner deleted_messages=" << r.deleted
             << " tombstones_expired=" << r.tombstones_expired
             << " batches=" << r.batches << " status=" << Status(r) << "\n";
 }
@@ -68,7 +69,7 @@ class SweepPass {
       ++failed_;
       LogError("sweep", "sweep failed",
                {{"topic", topic}, {"error", Describe(out.error)}});
-      std::cout << "topic=" << topic << " status=failed\n";
+      std::cout << "topic=" << Printable(topic) << " status=failed\n";
     } else {
       Print(topic, job, *out.value);
       if (job == Job::kSweep) return Submit(topic, Job::kClean);

@@ -27,9 +27,10 @@ void PrintTable(const std::vector<compaction::TopicInfo>& topics) {
             << std::setw(10) << "TTL" << std::setw(12) << "RETENTION"
             << "TOMBSTONE_RETENTION\n";
   for (const auto& t : topics) {
-    std::cout << std::left << std::setw(8) << t.id << std::setw(32) << t.name
-              << std::setw(10) << FormatDuration(t.headless_ttl)
-              << std::setw(12) << RetentionText(t.retention)
+    std::cout << std::left << std::setw(8) << t.id << std::setw(32)
+              << Printable(t.name) << std::setw(10)
+              << FormatDuration(t.headless_ttl) << std::setw(12)
+              << RetentionText(t.retention)
               << RetentionText(t.tombstone_retention) << "\n";
   }
 }
@@ -60,7 +61,8 @@ int TopicRegister(const Settings& s, const std::vector<std::string>& names,
   for (const std::string& name : names) {
     compaction::TopicInfo info =
         client.Topic<compaction::RawMessage>(name).Register(config);
-    std::cout << "registered topic=" << info.name << " id=" << info.id
+    std::cout << "registered topic=" << Printable(info.name)
+              << " id=" << info.id
               << " headless_ttl=" << FormatDuration(info.headless_ttl)
               << " retention=" << RetentionText(info.retention)
               << " tombstone_retention="

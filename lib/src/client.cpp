@@ -81,14 +81,5 @@ void ClientCore::ForgetTopic(const std::string& name) {
   topics_.erase(name);
 }
 
-std::string DumpPayload(const char* operation, const nlohmann::json& payload) {
-  try {
-    return payload.dump();
-  } catch (const nlohmann::json::exception& e) {
-    throw InvalidArgument(
-        operation, std::string("payload does not serialize: ") + e.what());
-  }
-}
-
 }  // namespace detail
 }  // namespace compaction

@@ -8,6 +8,7 @@
 
 #include "compaction/errors.hpp"
 #include "compaction/message.hpp"
+#include "payload.hpp"
 #include "pg/connection.hpp"
 
 namespace compaction::detail {
@@ -44,11 +45,10 @@ inline RawStored ParseStored(const char* operation, const PGresult* r, int row,
     out.message.tombstone = true;  // payload stays JSON null
     return out;
   }
-  try {
-    out.message.payload = nlohmann::json::parse(pg::Text(r, row, col + 5));
-  } catch (const nlohmann::json::exception& e) {
-    throw MessageDecodeError(operation, out.id, e.what());
-  }
+  const char* text = PQgetvalue(r, row, col + 5);
+  const std::size_t length = PQgetlength(r, row, col + 5);
+  out.message.payload = ParseStoredPayload(operation, out.id, text, length);
+  out.message.payload_text.assign(text, length);
   return out;
 }
 

@@ -9,6 +9,9 @@ search_path puts before pg_catalog and in public; no trap may run in any of
 the daemon's sessions (doc/security.md).
 broken_topic: a topic whose tables were dropped or altered by hand never
 takes the other topics' statistics down; it is counted and logged.
+hostile_output: text another role planted (a janitor's last_error with
+terminal escapes and a newline) prints escaped in the CLI's tables: no
+raw control character, no forged row; JSON output carries it intact.
 """
 
 import json
@@ -211,10 +214,56 @@ def test_roles_cli():
             psql(f"DROP ROLE IF EXISTS {prefix}_{k}", check_rc=False)
 
 
+# --- terminal escapes in planted text -------------------------------------------
+
+def test_hostile_output():
+    schema = f"d_out_{os.getpid()}"
+    setup_schema(ARGS.binary, schema)
+    common = ["--schema", schema]
+    planted = ("\x1b[2J\x1b[31mFAKE ALERT\x1b[0m\r\nother 1h 0 0.0 0"
+               "\x07\x7f\u009b31m\ttab")
+    try:
+        victim = register(ARGS.binary, schema, "victim", "1h")
+        register(ARGS.binary, schema, "bystander", "1h")
+        # As the owner (or a janitor login) could: E'' escapes, no psql quoting.
+        psql(f"""INSERT INTO "{schema}".janitor_state (topic_id, last_error)
+                 VALUES ({victim}, E'\\x1b[2J\\x1b[31mFAKE ALERT\\x1b[0m'
+                         || E'\\r\\nother 1h 0 0.0 0\\x07\\x7f'
+                         || E'\\u009b31m\\ttab')
+                 ON CONFLICT (topic_id) DO UPDATE
+                 SET last_error = excluded.last_error""")
+        r = run_cli(ARGS.binary, ["stats", *common])
+        check(r.returncode == 0, r.stderr)
+        out = r.stdout
+        for bad in ("\x1b", "\r", "\x07", "\x7f", "\u009b", "\t"):
+            check(bad not in out, f"raw {bad!r} in the table:\n{out!r}")
+        lines = out.split("\n")
+        check(lines[-1] == "" and len(lines) == 4,
+              f"want a header and two rows:\n{out!r}")
+        check(not any(line.startswith("other") for line in lines),
+              f"forged row:\n{out!r}")
+        victim_line = [line for line in lines if line.startswith("victim")]
+        check(len(victim_line) == 1
+              and "\\x1b[2J\\x1b[31mFAKE ALERT" in victim_line[0]
+              and "\\r\\nother 1h" in victim_line[0]
+              and "\\xc2\\x9b31m\\ttab" in victim_line[0],
+              f"escaped error not shown: {victim_line!r}")
+        r = run_cli(ARGS.binary, ["stats", "--json", *common])
+        stats = {t["topic"]: t for t in json.loads(r.stdout)}
+        check(stats["victim"]["janitor"]["last_error"] == planted,
+              f"JSON changed the text: {stats['victim']['janitor']!r}")
+        r = run_cli(ARGS.binary, ["topic", "list", *common])
+        check(r.returncode == 0 and len(r.stdout.split("\n")) == 4,
+              r.stdout + r.stderr)
+    finally:
+        drop_schema(schema)
+
+
 TESTS = {
     "search_path_traps": test_search_path_traps,
     "broken_topic": test_broken_topic,
     "roles_cli": test_roles_cli,
+    "hostile_output": test_hostile_output,
 }
 
 

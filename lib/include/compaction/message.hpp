@@ -11,8 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "compaction/errors.hpp"
+#include "compaction/export.hpp"
 
 namespace compaction {
 
@@ -24,11 +26,22 @@ inline constexpr int kMaxSchemaVersion = 1000000;
 
 struct RawMessage {
   int schema_version = 1;
-  nlohmann::json payload;  // null for a tombstone
+  // null for a tombstone. nlohmann_json holds numbers as int64, uint64 or
+  // double, and jsonb holds any decimal: a stored integer beyond 64 bits
+  // reads as the nearest double, a number beyond double range (1e400) as
+  // +-infinity (which Produce refuses); payload_text has the exact digits.
+  nlohmann::json payload;
   // A tombstone (stored payload SQL NULL): once its key's head, the key has
   // no value. Reads of RawMessage history show them; typed reads skip them.
   bool tombstone = false;
-  bool operator==(const RawMessage&) const = default;
+  // Set by reads: the payload exactly as stored (jsonb's text form), empty
+  // for a tombstone. Produce ignores it and sends `payload`.
+  std::string payload_text = {};
+  // Compares what Produce sends, so a read message equals the one written.
+  bool operator==(const RawMessage& other) const {
+    return schema_version == other.schema_version && payload == other.payload &&
+           tombstone == other.tombstone;
+  }
 };
 
 template <class M>
@@ -80,20 +93,52 @@ namespace detail {
 // A stored row before decoding; what the non-template code returns.
 using RawStored = StoredMessage<RawMessage>;
 
+// Numbers a typed decode must not take blindly: nlohmann_json casts a
+// double into an integer field unchecked (undefined beyond 2^63; INT64_MIN
+// in practice) and an unsigned above INT64_MAX wraps. ZeroWideNumbers
+// returns false when `payload` has none; else it sets `zeroed` to a copy
+// with each set to 0, to decode once without the cast. A number beyond
+// double range is a MessageDecodeError. CheckWideNumbers throws one when
+// `encoded` (that decode, encoded again) has an integer where `payload`
+// has such a number: the field cannot hold it.
+COMPACTION_EXPORT bool ZeroWideNumbers(const char* operation,
+                                       std::int64_t message_id,
+                                       const nlohmann::json& payload,
+                                       nlohmann::json& zeroed);
+COMPACTION_EXPORT void CheckWideNumbers(const char* operation,
+                                        std::int64_t message_id,
+                                        const nlohmann::json& payload,
+                                        const nlohmann::json& encoded);
+// The reason a MessageDecodeError gives for a from_json failure, without
+// the payload text a parse error would quote.
+COMPACTION_EXPORT std::string DecodeReason(const nlohmann::json::exception& e);
+
 // Encodes/decodes one message type. Specialized for RawMessage below.
 template <class M>
 struct Codec {
   static int SchemaVersion(const M&) { return M::kSchemaVersion; }
   static nlohmann::json Encode(const M& m) { return nlohmann::json(m); }
-  static M Decode(const char* operation, const RawStored& raw) {
+  static M Decode(const char* operation, RawStored& raw) {
     if (raw.schema_version != M::kSchemaVersion) {
       throw MessageSchemaVersionMismatch(operation, raw.id, raw.schema_version,
                                          M::kSchemaVersion);
     }
+    const nlohmann::json& payload = raw.message.payload;
+    nlohmann::json zeroed;
+    if (ZeroWideNumbers(operation, raw.id, payload, zeroed)) {
+      CheckWideNumbers(operation, raw.id, payload,
+                       nlohmann::json(Get(operation, raw.id, zeroed)));
+    }
+    return Get(operation, raw.id, payload);
+  }
+
+ private:
+  static M Get(const char* operation, std::int64_t id,
+               const nlohmann::json& payload) {
     try {
-      return raw.message.payload.template get<M>();
+      return payload.template get<M>();
     } catch (const nlohmann::json::exception& e) {
-      throw MessageDecodeError(operation, raw.id, e.what());
+      throw MessageDecodeError(operation, id, DecodeReason(e));
     }
   }
 };
@@ -101,9 +146,10 @@ struct Codec {
 template <>
 struct Codec<RawMessage> {
   static int SchemaVersion(const RawMessage& m) { return m.schema_version; }
-  static nlohmann::json Encode(const RawMessage& m) { return m.payload; }
-  static RawMessage Decode(const char*, const RawStored& raw) {
-    return raw.message;
+  static const nlohmann::json& Encode(const RawMessage& m) { return m.payload; }
+  // Moved, not copied: a copy of a deeply nested value recurses per level.
+  static RawMessage Decode(const char*, RawStored& raw) {
+    return std::move(raw.message);
   }
 };
 

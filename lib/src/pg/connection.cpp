@@ -567,6 +567,11 @@ ConnParams ForConnection(ConnParams params) {
     if (const char* env = std::getenv("PGOPTIONS")) options = env;
   }
   params["options"] = PinnedOptions(options);
+  // Keys and payloads travel as UTF-8 whatever the database's encoding:
+  // the libpq keyword overrides a client_encoding of the conninfo or
+  // PGCLIENTENCODING (and PgBouncer applies it to every server connection
+  // it hands out); the -c pin above repeats it per transaction.
+  params["client_encoding"] = "UTF8";
   for (const auto& [key, value] : kConnectionDefaults) {
     const bool from_env = std::string_view(key) == "connect_timeout" &&
                           std::getenv("PGCONNECT_TIMEOUT") != nullptr;
@@ -782,8 +787,18 @@ bool Bool(const PGresult* r, int row, int col) {
   // The primary message only: DETAIL lines can quote key values.
   const char* primary =
       result ? PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
-  const std::string message =
+  std::string message =
       primary ? std::string(primary) : TrimmedErrorMessage(conn);
+  // The server quotes the bytes it could not convert, which belong to a
+  // message key or payload: name the encoding only.
+  if (state != nullptr && (std::string_view(state) == kUntranslatable ||
+                           std::string_view(state) == kNotInRepertoire)) {
+    const char* encoding =
+        conn ? PQparameterStatus(conn, "server_encoding") : nullptr;
+    message = std::string("a message key or payload holds a character that ") +
+              "the database encoding (" + (encoding ? encoding : "?") +
+              ") cannot represent, or an escape it cannot store";
+  }
   const bool broken = conn == nullptr || PQstatus(conn) == CONNECTION_BAD;
   ThrowForSqlState(operation, state ? state : "", message, broken);
 }

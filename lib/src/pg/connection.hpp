@@ -229,7 +229,8 @@ void RollbackQuietly(Session session);
 // changes nothing: the block there starts with its own isolation level.
 inline constexpr const char* kPinnedOptions =
     "-c search_path=pg_catalog,pg_temp "
-    "-c default_transaction_isolation=read\\ committed";
+    "-c default_transaction_isolation=read\\ committed "
+    "-c client_encoding=UTF8";
 
 // `options` (a libpq startup options string) with the pins appended, so
 // they win over any search_path or isolation the caller set there.

@@ -20,5 +20,9 @@ inline constexpr std::string_view kUndefinedTable = "42P01";
 inline constexpr std::string_view kInvalidSchemaName = "3F000";
 inline constexpr std::string_view kQueryCanceled = "57014";
 inline constexpr std::string_view kLockNotAvailable = "55P03";
+// untranslatable_character and character_not_in_repertoire: text the
+// database encoding cannot hold (or jsonb's \u0000).
+inline constexpr std::string_view kUntranslatable = "22P05";
+inline constexpr std::string_view kNotInRepertoire = "22021";
 
 }  // namespace compaction::pg

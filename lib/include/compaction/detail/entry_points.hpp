@@ -67,8 +67,10 @@ COMPACTION_EXPORT ProduceResult ProduceInTx(ClientCore& core, Tx& tx,
                                             const Outgoing& message,
                                             const ProduceOptions& options);
 
-// Serializes a payload; a value nlohmann_json cannot dump (such as a string
-// with invalid UTF-8) is an InvalidArgument.
+// Serializes a payload. InvalidArgument, before anything is sent, for what
+// jsonb would refuse or nlohmann_json would dump as something else: a NaN or
+// infinite number (dumped as null), a NUL character in a string or member
+// name, containers nested deeper than 512 levels, invalid UTF-8.
 COMPACTION_EXPORT std::string DumpPayload(const char* operation,
                                           const nlohmann::json& payload);
 
