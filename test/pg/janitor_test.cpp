@@ -854,8 +854,8 @@ TEST_CASE("the sweep picks rows through the idle_since index") {
   const std::int64_t id = db.TopicId("plan");
   db.raw().Query("INSERT INTO " + table +
                  " (message_key, head_id, schema_version, compaction_rank, "
-                 "created_at, updated_at) SELECT 'm-' || g, g, 1, 0, "
-                 "now() - interval '1 day', now() - interval '1 day' "
+                 "created_at, updated_at, idle_since) SELECT 'm-' || g, g, 1, "
+                 "0, now() - interval '1 day', now() - interval '1 day', NULL "
                  "FROM generate_series(1, 100000) g");
   InsertHeadless(db.raw(), table, "h-", 1000);
   db.raw().Query("ANALYZE " + table);

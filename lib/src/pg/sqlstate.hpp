@@ -20,5 +20,6 @@ inline constexpr std::string_view kUndefinedTable = "42P01";
 inline constexpr std::string_view kInvalidSchemaName = "3F000";
 inline constexpr std::string_view kQueryCanceled = "57014";
 inline constexpr std::string_view kLockNotAvailable = "55P03";
+inline constexpr std::string_view kInsufficientPrivilege = "42501";
 
 }  // namespace compaction::pg
