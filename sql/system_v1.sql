@@ -267,9 +267,40 @@ CREATE OR REPLACE TRIGGER cleaner_positions
 -- clause is there); table names come from the numeric topic id only.
 -- Statement timeouts and planner settings are the caller's transaction's.
 
--- One batch of the headless sweep (lib/src/sweep/headless.cpp). The cursor
--- ($3, $4: the last row an earlier batch deleted, NULL for none) only
--- decides where the walk starts.
+-- The statement of one batch of the headless sweep
+-- (lib/src/sweep/headless.cpp): $1 topic id, $2 batch size, and with
+-- `p_cursor` $3, $4 the last row an earlier batch deleted. A function of
+-- its own so that a test can EXPLAIN it.
+CREATE OR REPLACE FUNCTION {schema}.sweep_headless_sql(p_topic_id bigint,
+                                                       p_cursor boolean)
+  RETURNS text
+  LANGUAGE sql
+  IMMUTABLE
+  SET search_path = pg_catalog, pg_temp
+AS $sweep_headless_sql$
+  SELECT pg_catalog.concat(
+    'WITH picked AS (SELECT ctid FROM ', h.head,
+    ' WHERE idle_since IS NOT NULL AND idle_since < ', h.cutoff,
+    CASE WHEN p_cursor THEN
+      ' AND (idle_since, message_key) > ($3::timestamptz, $4::text)' END,
+    ' ORDER BY idle_since, message_key LIMIT $2 FOR UPDATE SKIP LOCKED), ',
+    'gone AS (DELETE FROM ', h.head,
+    ' d WHERE d.ctid = ANY (ARRAY(SELECT ctid FROM picked)) ',
+    'AND d.head_id IS NULL AND d.updated_at < ', h.cutoff,
+    ' RETURNING d.idle_since, d.message_key) ',
+    'SELECT (SELECT pg_catalog.count(*) FROM gone), ',
+    'last.idle_since::text, last.message_key FROM (SELECT 1) one ',
+    'LEFT JOIN (SELECT * FROM gone ORDER BY 1 DESC, 2 DESC LIMIT 1) last ',
+    'ON true')
+  FROM (SELECT pg_catalog.format('%I.%I', {schema_name}::text,
+                 pg_catalog.concat('compaction_head_', p_topic_id)) AS head,
+               '(SELECT pg_catalog.now() - headless_ttl_ms::float8 * '
+               'interval ''1 millisecond'' FROM {schema}.topic '
+               'WHERE id = $1)'::text AS cutoff) h
+$sweep_headless_sql$;
+
+-- One batch of the headless sweep. The cursor only decides where the walk
+-- starts.
 CREATE OR REPLACE FUNCTION {schema}.sweep_headless(
     p_topic_id bigint, p_batch_size bigint, p_after_idle_since timestamptz,
     p_after_key text)
@@ -278,27 +309,9 @@ CREATE OR REPLACE FUNCTION {schema}.sweep_headless(
   SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
 AS $sweep_headless$
-DECLARE
-  v_head CONSTANT text := pg_catalog.format('%I.%I', {schema_name}::text,
-    pg_catalog.concat('compaction_head_', p_topic_id));
-  v_cutoff CONSTANT text :=
-    '(SELECT pg_catalog.now() - headless_ttl_ms::float8 * '
-    'interval ''1 millisecond'' FROM {schema}.topic WHERE id = $1)';
 BEGIN
-  RETURN QUERY EXECUTE pg_catalog.concat(
-    'WITH picked AS (SELECT ctid FROM ', v_head,
-    ' WHERE idle_since IS NOT NULL AND idle_since < ', v_cutoff,
-    CASE WHEN p_after_idle_since IS NOT NULL THEN
-      ' AND (idle_since, message_key) > ($3::timestamptz, $4::text)' END,
-    ' ORDER BY idle_since, message_key LIMIT $2 FOR UPDATE SKIP LOCKED), ',
-    'gone AS (DELETE FROM ', v_head,
-    ' d WHERE d.ctid = ANY (ARRAY(SELECT ctid FROM picked)) ',
-    'AND d.head_id IS NULL AND d.updated_at < ', v_cutoff,
-    ' RETURNING d.idle_since, d.message_key) ',
-    'SELECT (SELECT pg_catalog.count(*) FROM gone), ',
-    'last.idle_since::text, last.message_key FROM (SELECT 1) one ',
-    'LEFT JOIN (SELECT * FROM gone ORDER BY 1 DESC, 2 DESC LIMIT 1) last ',
-    'ON true')
+  RETURN QUERY EXECUTE {schema}.sweep_headless_sql(
+    p_topic_id, p_after_idle_since IS NOT NULL)
   USING p_topic_id, p_batch_size, p_after_idle_since, p_after_key;
 END
 $sweep_headless$;
