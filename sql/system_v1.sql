@@ -178,7 +178,7 @@ END
 $refuse_message_change$;
 
 -- created_at, updated_at and idle_since are the server's clock: a value
--- that is infinite or later than the statement would keep a row from ever
+-- that is infinite or ahead of the clock would keep a row from ever
 -- expiring and break every reader that subtracts it. The triggers of the
 -- head tables (sql/topic_v1.sql) call this only when a written value is
 -- bad (their WHEN needs no function call), so it only ever raises.
@@ -192,7 +192,7 @@ BEGIN
     ERRCODE = 'check_violation',
     MESSAGE = pg_catalog.format(
       'timestamps of %I.%I are the server''s: they cannot be infinite or '
-      'later than the statement', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+      'ahead of its clock', TG_TABLE_SCHEMA, TG_TABLE_NAME),
     TABLE = TG_TABLE_NAME,
     SCHEMA = TG_TABLE_SCHEMA;
 END

@@ -76,15 +76,18 @@ CREATE TRIGGER created_at_immutable
 
 -- The lock loop's refresh of a headless row is the one head write the
 -- application role makes itself (it needs the UPDATE grant on updated_at
--- and idle_since for FOR UPDATE anyway): neither may be infinite or later
--- than the statement, for every role. Only a changed value is checked, so a
--- row written under a clock that ran ahead (a failover) stays updatable.
+-- and idle_since for FOR UPDATE anyway): neither may be infinite or ahead
+-- of the server's clock, for every role (idle_since equals updated_at by
+-- the CHECK above). Only a changed value is checked, so a row written
+-- under a clock that ran ahead (a failover) stays updatable. The clock,
+-- not the statement's start: a procedure that commits in a loop runs in
+-- one statement.
 CREATE TRIGGER updated_at_server_time
   BEFORE UPDATE ON {schema}.compaction_head_{id}
   FOR EACH ROW
   WHEN (NEW.updated_at IS DISTINCT FROM OLD.updated_at
         AND (NOT isfinite(NEW.updated_at)
-             OR NEW.updated_at > statement_timestamp()))
+             OR NEW.updated_at > clock_timestamp()))
   EXECUTE FUNCTION {schema}.refuse_client_timestamp();
 
 -- Serves the janitor (oldest first) and the headless stats.
