@@ -861,10 +861,9 @@ TEST_CASE("the sweep picks rows through the idle_since index") {
   db.raw().Query("ANALYZE " + table);
   // The statement sweep_headless runs (sql/system_v1.sql), and a sweep
   // sends its marker while paused.
-  const std::string sql =
-      *db.raw().Value("SELECT " + db.QuotedSchema() +
-                      ".sweep_headless_sql($1::bigint, false)",
-                      {std::to_string(id)});
+  const std::string sql = *db.raw().Value(
+      "SELECT " + db.QuotedSchema() + ".sweep_headless_sql($1::bigint, false)",
+      {std::to_string(id)});
   TriggerGate gate(db, table, "DELETE");
   gate.Close();
   Janitor janitor(db.client());

@@ -43,9 +43,10 @@ TEST_CASE(
   f.db.client().Topic<Counter>("victim").Register();
   const std::int64_t first = ProduceHistory(f, "victim", "acct", 5);
   const std::string schema = f.db.QuotedSchema();
-  const std::string retention = "SELECT retention_ms || ' ' || "
-                                "tombstone_retention_ms FROM " +
-                                schema + ".topic WHERE name = 'victim'";
+  const std::string retention =
+      "SELECT retention_ms || ' ' || "
+      "tombstone_retention_ms FROM " +
+      schema + ".topic WHERE name = 'victim'";
   const auto before = f.db.raw().Value(retention);
 
   RawConn app("user=" + f.Login("app"));
@@ -60,9 +61,9 @@ TEST_CASE(
           app_client.Topic<Counter>("victim").Register(zero);
         }) == kInsufficientPrivilege);
   CHECK(f.db.raw().Value(retention) == before);
-  CHECK(app.TryExec("UPDATE " + f.db.HeadTable("victim") + " SET head_id = " +
-                    Str(first) + " WHERE message_key = 'acct'") ==
-        kInsufficientPrivilege);
+  CHECK(app.TryExec("UPDATE " + f.db.HeadTable("victim") +
+                    " SET head_id = " + Str(first) +
+                    " WHERE message_key = 'acct'") == kInsufficientPrivilege);
 
   auto janitor_client = f.ClientAs("janitor");
   compaction::Janitor janitor(janitor_client);
@@ -72,8 +73,8 @@ TEST_CASE(
             .Key("acct")
             .CompactionHead()
             ->message.value == 5);
-  CHECK(f.db.raw().Int("SELECT count(*) FROM " +
-                       f.db.MessageTable("victim")) == 5);
+  CHECK(f.db.raw().Int("SELECT count(*) FROM " + f.db.MessageTable("victim")) ==
+        5);
 }
 
 TEST_CASE(
@@ -111,10 +112,10 @@ TEST_CASE(
   CHECK(topic.Register().retention == std::chrono::milliseconds(0));
 
   // A role the owner grants the UPDATE of the settings may change them.
-  f.db.raw().Query("GRANT UPDATE (headless_ttl_ms, retention_ms, "
-                   "tombstone_retention_ms, updated_at) ON " +
-                   f.db.QuotedSchema() + ".topic TO \"" + f.Login("app") +
-                   "\"");
+  f.db.raw().Query(
+      "GRANT UPDATE (headless_ttl_ms, retention_ms, "
+      "tombstone_retention_ms, updated_at) ON " +
+      f.db.QuotedSchema() + ".topic TO \"" + f.Login("app") + "\"");
   CHECK(topic.Register(hour).retention == std::chrono::hours(1));
 }
 
@@ -133,58 +134,57 @@ TEST_CASE(
   const std::string schema = f.db.QuotedSchema();
   const std::string id = Str(f.db.TopicId("early"));
   RawConn raw("user=" + f.Login("app"));
-  for (const std::string& sql : {
-           // created_at and the identity are the server's.
-           "INSERT INTO " + message +
-               " (schema_version, payload, created_at) VALUES (1, '{}', "
-               "'infinity')",
-           "INSERT INTO " + message +
-               " (schema_version, payload, created_at) VALUES (1, '{}', "
-               "'9999-01-01')",
-           "INSERT INTO " + message +
-               " (id, schema_version, payload) OVERRIDING SYSTEM VALUE "
-               "VALUES (1000000, 1, '{}')",
-           // A compacted message or tombstone goes through produce_<id>.
-           "INSERT INTO " + message +
-               " (message_key, schema_version, compaction_rank, payload) "
-               "VALUES ('k', 1, 99, '{}')",
-           // Head rows: message_key only, and no head column.
-           "INSERT INTO " + head +
-               " (message_key, created_at) VALUES ('x', 'infinity')",
-           "INSERT INTO " + head +
-               " (message_key, updated_at, idle_since) VALUES ('x', "
-               "'infinity', 'infinity')",
-           "INSERT INTO " + head +
-               " (message_key, head_id, schema_version, compaction_rank, "
-               "idle_since) VALUES ('x', 1, 1, 1, NULL)",
-           "UPDATE " + head + " SET head_id = 1 WHERE message_key = 'k'",
-           "UPDATE " + head + " SET head_id = NULL, schema_version = NULL, "
-                              "compaction_rank = NULL, idle_since = now()",
-           "UPDATE " + head + " SET compaction_rank = 99",
-           "UPDATE " + head + " SET schema_version = 9",
-           "UPDATE " + schema + ".topic SET retention_ms = 0",
-           "SELECT * FROM " + schema + ".clean_messages(" + id + ", 0, 10)",
-           "SELECT * FROM " + schema + ".clean_tombstones(" + id + ", 0, 10)",
-           "SELECT * FROM " + schema + ".sweep_headless(" + id +
-               ", 10, NULL, NULL)",
-           "SELECT * FROM " + schema + ".count_tombstoned_keys(" + id +
-               ", 0, 10)",
-           "UPDATE " + schema + ".log_cleaner_state SET position = 1000000"}) {
+  for (const std::string& sql :
+       {// created_at and the identity are the server's.
+        "INSERT INTO " + message +
+            " (schema_version, payload, created_at) VALUES (1, '{}', "
+            "'infinity')",
+        "INSERT INTO " + message +
+            " (schema_version, payload, created_at) VALUES (1, '{}', "
+            "'9999-01-01')",
+        "INSERT INTO " + message +
+            " (id, schema_version, payload) OVERRIDING SYSTEM VALUE "
+            "VALUES (1000000, 1, '{}')",
+        // A compacted message or tombstone goes through produce_<id>.
+        "INSERT INTO " + message +
+            " (message_key, schema_version, compaction_rank, payload) "
+            "VALUES ('k', 1, 99, '{}')",
+        // Head rows: message_key only, and no head column.
+        "INSERT INTO " + head +
+            " (message_key, created_at) VALUES ('x', 'infinity')",
+        "INSERT INTO " + head +
+            " (message_key, updated_at, idle_since) VALUES ('x', "
+            "'infinity', 'infinity')",
+        "INSERT INTO " + head +
+            " (message_key, head_id, schema_version, compaction_rank, "
+            "idle_since) VALUES ('x', 1, 1, 1, NULL)",
+        "UPDATE " + head + " SET head_id = 1 WHERE message_key = 'k'",
+        "UPDATE " + head +
+            " SET head_id = NULL, schema_version = NULL, "
+            "compaction_rank = NULL, idle_since = now()",
+        "UPDATE " + head + " SET compaction_rank = 99",
+        "UPDATE " + head + " SET schema_version = 9",
+        "UPDATE " + schema + ".topic SET retention_ms = 0",
+        "SELECT * FROM " + schema + ".clean_messages(" + id + ", 0, 10)",
+        "SELECT * FROM " + schema + ".clean_tombstones(" + id + ", 0, 10)",
+        "SELECT * FROM " + schema + ".sweep_headless(" + id +
+            ", 10, NULL, NULL)",
+        "SELECT * FROM " + schema + ".count_tombstoned_keys(" + id + ", 0, 10)",
+        "UPDATE " + schema + ".log_cleaner_state SET position = 1000000"}) {
     INFO(sql);
     CHECK(raw.TryExec(sql) == kInsufficientPrivilege);
   }
   // The refresh of a headless row (the lock) is the app role's own head
   // write: the server's time or earlier, never infinite or later.
-  for (const char* value :
-       {"'infinity'", "'-infinity'", "'9999-01-01'",
-        "now() + interval '1 hour'"}) {
+  for (const char* value : {"'infinity'", "'-infinity'", "'9999-01-01'",
+                            "now() + interval '1 hour'"}) {
     INFO(value);
     CHECK(raw.TryExec("UPDATE " + head + " SET updated_at = " +
                       std::string(value) + ", idle_since = " + value +
                       " WHERE message_key = 'h'") == kCheckViolation);
-    CHECK(raw.TryExec("UPDATE " + head + " SET updated_at = " +
-                      std::string(value) + " WHERE message_key = 'k'") ==
-          kCheckViolation);
+    CHECK(raw.TryExec("UPDATE " + head +
+                      " SET updated_at = " + std::string(value) +
+                      " WHERE message_key = 'k'") == kCheckViolation);
   }
   // The same holds for the owner role.
   CHECK(RawConn("user=" + f.Login("owner"))
@@ -261,8 +261,8 @@ TEST_CASE(
                   ", 100, NULL, NULL)") == "0");
   CHECK(raw.Value("SELECT deleted FROM " + schema + ".clean_messages(" + id +
                   ", 0, 100)") == "0");
-  CHECK(raw.Value("SELECT deleted FROM " + schema + ".clean_tombstones(" +
-                  id + ", 0, 100)") == "0");
+  CHECK(raw.Value("SELECT deleted FROM " + schema + ".clean_tombstones(" + id +
+                  ", 0, 100)") == "0");
 
   CHECK(f.db.raw().Int("SELECT count(*) FROM " + message) == 3);
   CHECK(f.db.raw().Int("SELECT count(*) FROM " + head) == 2);
@@ -295,8 +295,8 @@ TEST_CASE(
   janitor.CompactLog("early");
   CHECK(f.db.raw().Int("SELECT position FROM " + f.db.QuotedSchema() +
                        ".log_cleaner_state") > 0);
-  CHECK(f.db.raw().Int("SELECT count(*) FROM " +
-                       f.db.MessageTable("early")) == 1);
+  CHECK(f.db.raw().Int("SELECT count(*) FROM " + f.db.MessageTable("early")) ==
+        1);
   CHECK(f.db.client()
             .Topic<Counter>("early")
             .Key("acct")
