@@ -113,22 +113,30 @@ CREATE FUNCTION {schema}.produce_{id}(
   SET search_path = pg_catalog, pg_temp
 AS $produce$
 BEGIN
-  PERFORM pg_catalog.pg_current_xact_id();
-  INSERT INTO {schema}.message_{id} AS m
-    (message_key, schema_version, compaction_rank, payload)
-  VALUES (p_key, p_schema_version, p_rank, p_payload)
-  RETURNING m.id, m.created_at INTO message_id, message_created_at;
-  INSERT INTO {schema}.compaction_head_{id} AS h
-    (message_key, head_id, schema_version, compaction_rank, idle_since)
-  VALUES (p_key, message_id, p_schema_version, p_rank, NULL)
-  ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO UPDATE
-  SET head_id = excluded.head_id, schema_version = excluded.schema_version,
-      compaction_rank = excluded.compaction_rank,
-      updated_at = statement_timestamp(), idle_since = NULL
-  WHERE h.head_id IS NULL
-     OR (excluded.schema_version, excluded.compaction_rank, excluded.head_id)
-        > (h.schema_version, h.compaction_rank, h.head_id);
-  advanced := FOUND;
+  -- The statement the library sent itself before this function existed:
+  -- the materialized CTE assigns the xid before the insert draws its id.
+  WITH xid_first AS MATERIALIZED (SELECT pg_catalog.pg_current_xact_id()),
+  m AS (
+    INSERT INTO {schema}.message_{id}
+      (message_key, schema_version, compaction_rank, payload)
+    SELECT p_key, p_schema_version, p_rank, p_payload FROM xid_first
+    RETURNING id, created_at),
+  h AS (
+    INSERT INTO {schema}.compaction_head_{id} AS h
+      (message_key, head_id, schema_version, compaction_rank, idle_since)
+    SELECT p_key, m.id, p_schema_version, p_rank, NULL FROM m
+    ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO UPDATE
+    SET head_id = excluded.head_id, schema_version = excluded.schema_version,
+        compaction_rank = excluded.compaction_rank,
+        updated_at = statement_timestamp(), idle_since = NULL
+    WHERE h.head_id IS NULL
+       OR (excluded.schema_version, excluded.compaction_rank,
+           excluded.head_id)
+          > (h.schema_version, h.compaction_rank, h.head_id)
+    RETURNING h.head_id)
+  SELECT m.id, m.created_at, EXISTS (SELECT 1 FROM h)
+  INTO message_id, message_created_at, advanced
+  FROM m;
 END
 $produce$;
 
