@@ -291,10 +291,13 @@ TEST_CASE(
   const compaction::CompactResult r = janitor.CompactLog("early");
   CHECK(r.deleted_messages == 3);  // two old values and the tombstone
   CHECK(r.tombstones_expired == 1);
-  // A second pass makes the first pass's pending positions final.
+  // The pass recorded where it got to through the trigger's check. It turns
+  // final in a later pass once every older transaction of the cluster has
+  // ended, which other tests' transactions may delay (cleaner_test.cpp
+  // covers that).
   janitor.CompactLog("early");
-  CHECK(f.db.raw().Int("SELECT position FROM " + f.db.QuotedSchema() +
-                       ".log_cleaner_state") > 0);
+  CHECK(f.db.raw().Int("SELECT greatest(position, pending_position) FROM " +
+                       f.db.QuotedSchema() + ".log_cleaner_state") > 0);
   CHECK(f.db.raw().Int("SELECT count(*) FROM " + f.db.MessageTable("early")) ==
         1);
   CHECK(f.db.client()
