@@ -13,20 +13,24 @@
 -- transaction. Idempotent: run it again at any time, also after topics
 -- exist; it creates what is missing and (re)grants what each role needs.
 --
--- The roles (all NOLOGIN: grant them to login roles):
+-- The roles (all NOLOGIN: grant them to login roles). doc/roles.md has
+-- the table of what each may do and what the database refuses it.
 --   owner    owns the schema, every table in it and the functions. Only
---            a member of it can drop a topic (Destroy) or change tables.
---   app      reads messages and heads, produces, locks heads (SELECT ...
---            FOR UPDATE), registers topics through register_topic. No
---            DELETE, TRUNCATE or DDL; it cannot rewrite a head row's key
---            or creation time.
---   janitor  the daemon: sweeps headless rows (SELECT, DELETE on head
---            tables), cleans the log (reads the message columns it needs,
---            payload only to tell a tombstone, and DELETE on messages;
---            turns a tombstoned head headless: UPDATE of the head columns)
---            and keeps janitor_state and log_cleaner_state. No DDL, no
---            TRUNCATE, no INSERT anywhere, and messages stay immutable (a
---            trigger refuses every UPDATE).
+--            a member of it can drop a topic (Destroy), change a topic's
+--            settings (an UPDATE of its row) or change tables.
+--   app      reads messages and heads, appends messages (the server sets
+--            their id and created_at), moves heads only through the
+--            topic's produce function, inserts and refreshes headless rows
+--            (the lock), registers topics through register_topic (which
+--            never changes an existing topic's settings). No DELETE,
+--            TRUNCATE or DDL; no write of a head's columns or times.
+--   janitor  the daemon: sweeps and cleans only through the functions of
+--            the system baseline (sweep_headless, clean_tombstones,
+--            clean_messages, count_tombstoned_keys), which delete only
+--            what the rules allow; keeps its claims and records in
+--            janitor_state and log_cleaner_state, whose positions a trigger
+--            lets move only as the walk moves them. No access to message
+--            tables, no write to head tables, no INSERT, no DDL.
 --   monitor  stats only: the topic list, versions, janitor_state,
 --            log_cleaner_state and the idle_since column of head tables.
 --            No message tables, no keys.
@@ -76,26 +80,22 @@ BEGIN
      OR pg_catalog.to_regclass(v_head) IS NULL THEN
     RETURN;
   END IF;
-  EXECUTE pg_catalog.concat('GRANT SELECT, INSERT ON ', v_message,
-                            ' TO {app_role}');
-  -- Produce upserts heads and the lock loop inserts and refreshes headless
-  -- rows; message_key and created_at never change after the insert.
-  -- FOR UPDATE needs UPDATE on some column, which these grant.
-  EXECUTE pg_catalog.concat('GRANT SELECT, INSERT, UPDATE (head_id, ',
-    'schema_version, compaction_rank, updated_at, idle_since) ON ', v_head,
-    ' TO {app_role}');
-  -- The sweep picks rows FOR UPDATE SKIP LOCKED, which needs UPDATE on some
-  -- column. The cleaner's tombstone step turns a head headless: the head
-  -- columns, updated_at and idle_since (never message_key or created_at).
-  EXECUTE pg_catalog.concat('GRANT SELECT, DELETE, UPDATE (head_id, ',
-    'schema_version, compaction_rank, updated_at, idle_since) ON ', v_head,
-    ' TO {janitor_role}');
-  -- The cleaner locks the messages it deletes (FOR UPDATE SKIP LOCKED needs
-  -- an UPDATE grant; the message_immutable trigger refuses every actual
-  -- UPDATE). It reads payload only as "IS NULL" (is it a tombstone).
-  EXECUTE pg_catalog.concat('GRANT SELECT (id, message_key, ',
-    'compaction_rank, created_at, payload), DELETE, UPDATE (created_at) ON ',
-    v_message, ' TO {janitor_role}');
+  -- Messages: the columns a plain produce names; the identity and
+  -- created_at take their defaults, and without compaction_rank a direct
+  -- insert is never a compacted message or a tombstone (the tombstone
+  -- CHECK). Compacted messages go through produce_<id>.
+  EXECUTE pg_catalog.concat('GRANT SELECT, INSERT (message_key, ',
+    'schema_version, payload) ON ', v_message, ' TO {app_role}');
+  -- Heads: the lock inserts headless rows (the rest are defaults) and
+  -- refreshes them; FOR UPDATE needs UPDATE on some column, and these are
+  -- the two the refresh writes (a trigger keeps them the server's time,
+  -- the table's CHECKs keep idle_since to headless rows).
+  EXECUTE pg_catalog.concat('GRANT SELECT, INSERT (message_key), ',
+    'UPDATE (updated_at, idle_since) ON ', v_head, ' TO {app_role}');
+  EXECUTE pg_catalog.concat('GRANT EXECUTE ON FUNCTION ',
+    pg_catalog.format('%I.%I', {schema_name}::text,
+                      pg_catalog.concat('produce_', p_topic_id)),
+    '(text, integer, bigint, jsonb) TO {app_role}');
   EXECUTE pg_catalog.concat('GRANT SELECT (idle_since) ON ', v_head,
                             ' TO {monitor_role}');
 END
@@ -121,11 +121,22 @@ BEGIN
 END
 $transfer_tables$;
 
-ALTER FUNCTION {schema}.register_topic(text, bigint, bigint, bigint)
-  OWNER TO {owner_role};
-ALTER FUNCTION {schema}.grant_topic(bigint) OWNER TO {owner_role};
-ALTER FUNCTION {schema}.refuse_created_at_change() OWNER TO {owner_role};
-ALTER FUNCTION {schema}.refuse_message_change() OWNER TO {owner_role};
+-- And every function: the SECURITY DEFINER ones run as their owner.
+DO $transfer_functions$
+DECLARE
+  v_function regprocedure;
+BEGIN
+  FOR v_function IN
+    SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+    WHERE n.nspname = {schema_name}::name
+      AND p.proowner <> '{owner_role}'::regrole::oid
+  LOOP
+    EXECUTE pg_catalog.concat('ALTER FUNCTION ', v_function::text,
+                              ' OWNER TO {owner_role}');
+  END LOOP;
+END
+$transfer_functions$;
 
 GRANT USAGE ON SCHEMA {schema} TO {app_role}, {janitor_role}, {monitor_role};
 GRANT SELECT ON {schema}.topic, {schema}.schema_version
@@ -148,6 +159,11 @@ GRANT UPDATE (claimed_by, claimed_until, last_sweep_started_at,
   ON {schema}.log_cleaner_state TO {janitor_role};
 GRANT EXECUTE ON FUNCTION {schema}.register_topic(text, bigint, bigint, bigint)
   TO {app_role};
+GRANT EXECUTE ON FUNCTION
+  {schema}.sweep_headless(bigint, bigint, timestamptz, text),
+  {schema}.clean_tombstones(bigint, bigint, bigint),
+  {schema}.clean_messages(bigint, bigint, bigint),
+  {schema}.count_tombstoned_keys(bigint, bigint, bigint) TO {janitor_role};
 
 -- Topics registered before this ran.
 SELECT {schema}.grant_topic(t.id) FROM {schema}.topic t;

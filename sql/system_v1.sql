@@ -123,7 +123,16 @@ CREATE TABLE IF NOT EXISTS {schema}.log_cleaner_state (
   scanned_at             timestamptz,
   next_created_at        timestamptz,
   -- Keys whose head was a tombstone after the last tombstone scan.
-  tombstoned_keys        bigint NOT NULL DEFAULT 0
+  tombstoned_keys        bigint NOT NULL DEFAULT 0,
+  -- Where the last batch of each walk got to and its snapshot's xmax, as
+  -- the cleaner's functions (below) recorded them: a pending position must
+  -- be one of these, so a janitor login cannot record a position its walk
+  -- never reached (check_cleaner_positions). No role but the owner can
+  -- write them.
+  walked_position        bigint,
+  walked_xmax            xid8,
+  tombstone_walked_position bigint,
+  tombstone_walked_xmax  xid8
 );
 
 -- Keeps a head row's created_at what its INSERT made it (the baseline
@@ -168,6 +177,345 @@ BEGIN
 END
 $refuse_message_change$;
 
+-- created_at, updated_at and idle_since are the server's clock: a value
+-- that is infinite or ahead of the clock would keep a row from ever
+-- expiring and break every reader that subtracts it. The triggers of the
+-- head tables (sql/topic_v1.sql) call this only when a written value is
+-- bad (their WHEN needs no function call), so it only ever raises.
+CREATE OR REPLACE FUNCTION {schema}.refuse_client_timestamp()
+  RETURNS trigger
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $refuse_client_timestamp$
+BEGIN
+  RAISE EXCEPTION USING
+    ERRCODE = 'check_violation',
+    MESSAGE = pg_catalog.format(
+      'timestamps of %I.%I are the server''s: they cannot be infinite or '
+      'ahead of its clock', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+    TABLE = TG_TABLE_NAME,
+    SCHEMA = TG_TABLE_SCHEMA;
+END
+$refuse_client_timestamp$;
+
+-- The log cleaner's positions move only the way its walk moves them
+-- (lib/src/sweep/cleaner.cpp): a final position back (a reset, safe: the
+-- walk redoes work) or to the recorded pending position once every
+-- transaction below its xmax has ended; a pending position to what the
+-- cleaner's function recorded as walked. Any other value would make the
+-- cleaner skip messages for good.
+CREATE OR REPLACE FUNCTION {schema}.check_cleaner_positions()
+  RETURNS trigger
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $check_cleaner_positions$
+DECLARE
+  v_xmin CONSTANT xid8 :=
+    pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot());
+BEGIN
+  -- Each test is NULL-safe: an unset pending position allows nothing.
+  IF (NEW.position <= OLD.position
+      OR (NEW.position = OLD.pending_position
+          AND OLD.pending_xmax <= v_xmin)) IS NOT TRUE
+     OR (NEW.tombstone_position <= OLD.tombstone_position
+         OR (NEW.tombstone_position = OLD.tombstone_pending_position
+             AND OLD.tombstone_pending_xmax <= v_xmin)) IS NOT TRUE
+     OR (NEW.pending_position IS NULL
+         OR (NEW.pending_position = OLD.pending_position
+             AND NEW.pending_xmax = OLD.pending_xmax)
+         OR (NEW.pending_position = OLD.walked_position
+             AND NEW.pending_xmax = OLD.walked_xmax)) IS NOT TRUE
+     OR (NEW.tombstone_pending_position IS NULL
+         OR (NEW.tombstone_pending_position = OLD.tombstone_pending_position
+             AND NEW.tombstone_pending_xmax = OLD.tombstone_pending_xmax)
+         OR (NEW.tombstone_pending_position = OLD.tombstone_walked_position
+             AND NEW.tombstone_pending_xmax = OLD.tombstone_walked_xmax))
+        IS NOT TRUE
+  THEN
+    RAISE EXCEPTION USING
+      ERRCODE = 'check_violation',
+      MESSAGE = pg_catalog.format(
+        'log_cleaner_state of topic %s: a position moves only as the log '
+        'cleaner walks', OLD.topic_id),
+      TABLE = TG_TABLE_NAME,
+      SCHEMA = TG_TABLE_SCHEMA;
+  END IF;
+  RETURN NEW;
+END
+$check_cleaner_positions$;
+
+CREATE OR REPLACE TRIGGER cleaner_positions
+  BEFORE UPDATE ON {schema}.log_cleaner_state
+  FOR EACH ROW
+  WHEN (NEW.position IS DISTINCT FROM OLD.position
+        OR NEW.pending_position IS DISTINCT FROM OLD.pending_position
+        OR NEW.pending_xmax IS DISTINCT FROM OLD.pending_xmax
+        OR NEW.tombstone_position IS DISTINCT FROM OLD.tombstone_position
+        OR NEW.tombstone_pending_position
+           IS DISTINCT FROM OLD.tombstone_pending_position
+        OR NEW.tombstone_pending_xmax
+           IS DISTINCT FROM OLD.tombstone_pending_xmax)
+  EXECUTE FUNCTION {schema}.check_cleaner_positions();
+
+-- The janitor's writes. The janitor role has no write grant on head or
+-- message tables and cannot read payloads: its sweeps run these, which run
+-- as the owner and delete only what the rules allow, whatever the
+-- arguments: headless rows past the topic's TTL; messages out of
+-- retention that are not their key's head; tombstone heads out of
+-- tombstone retention (the one head write: the row turns headless). The
+-- SQL is the sweeps' (their comments in lib/src/sweep/ say why each
+-- clause is there); table names come from the numeric topic id only.
+-- Statement timeouts and planner settings are the caller's transaction's.
+
+-- The statement of one batch of the headless sweep
+-- (lib/src/sweep/headless.cpp): $1 topic id, $2 batch size, and with
+-- `p_cursor` $3, $4 the last row an earlier batch deleted. A function of
+-- its own so that a test can EXPLAIN it.
+CREATE OR REPLACE FUNCTION {schema}.sweep_headless_sql(p_topic_id bigint,
+                                                       p_cursor boolean)
+  RETURNS text
+  LANGUAGE sql
+  IMMUTABLE
+  SET search_path = pg_catalog, pg_temp
+AS $sweep_headless_sql$
+  SELECT pg_catalog.concat(
+    'WITH picked AS (SELECT ctid FROM ', h.head,
+    ' WHERE idle_since IS NOT NULL AND idle_since < ', h.cutoff,
+    CASE WHEN p_cursor THEN
+      ' AND (idle_since, message_key) > ($3::timestamptz, $4::text)' END,
+    ' ORDER BY idle_since, message_key LIMIT $2 FOR UPDATE SKIP LOCKED), ',
+    'gone AS (DELETE FROM ', h.head,
+    ' d WHERE d.ctid = ANY (ARRAY(SELECT ctid FROM picked)) ',
+    'AND d.head_id IS NULL AND d.updated_at < ', h.cutoff,
+    ' RETURNING d.idle_since, d.message_key) ',
+    'SELECT (SELECT pg_catalog.count(*) FROM gone), ',
+    'last.idle_since::text, last.message_key FROM (SELECT 1) one ',
+    'LEFT JOIN (SELECT * FROM gone ORDER BY 1 DESC, 2 DESC LIMIT 1) last ',
+    'ON true')
+  FROM (SELECT pg_catalog.format('%I.%I', {schema_name}::text,
+                 pg_catalog.concat('compaction_head_', p_topic_id)) AS head,
+               '(SELECT pg_catalog.now() - headless_ttl_ms::float8 * '
+               'interval ''1 millisecond'' FROM {schema}.topic '
+               'WHERE id = $1)'::text AS cutoff) h
+$sweep_headless_sql$;
+
+-- One batch of the headless sweep. The cursor only decides where the walk
+-- starts.
+CREATE OR REPLACE FUNCTION {schema}.sweep_headless(
+    p_topic_id bigint, p_batch_size bigint, p_after_idle_since timestamptz,
+    p_after_key text)
+  RETURNS TABLE (deleted bigint, last_idle_since text, last_key text)
+  LANGUAGE plpgsql
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $sweep_headless$
+BEGIN
+  RETURN QUERY EXECUTE {schema}.sweep_headless_sql(
+    p_topic_id, p_after_idle_since IS NOT NULL)
+  USING p_topic_id, p_batch_size, p_after_idle_since, p_after_key;
+END
+$sweep_headless$;
+
+-- The cutoff of retention column `column` of topic $1 from the server's
+-- clock; the largest bigint (keep forever) is -infinity.
+CREATE OR REPLACE FUNCTION {schema}.cleaner_cutoff_sql(p_column text)
+  RETURNS text
+  LANGUAGE sql
+  IMMUTABLE
+  SET search_path = pg_catalog, pg_temp
+AS $cleaner_cutoff_sql$
+  SELECT pg_catalog.concat('(SELECT CASE WHEN t.', p_column,
+    ' = 9223372036854775807::bigint THEN ''-infinity''::timestamptz ',
+    'ELSE pg_catalog.now() - t.', p_column, '::float8 * ',
+    'interval ''1 millisecond'' END FROM {schema}.topic t WHERE t.id = $1)')
+$cleaner_cutoff_sql$;
+
+-- "Is message `m` its key's head", for the cleaner's statements.
+CREATE OR REPLACE FUNCTION {schema}.cleaner_is_head_sql(p_head text,
+                                                        p_m text)
+  RETURNS text
+  LANGUAGE sql
+  IMMUTABLE
+  SET search_path = pg_catalog, pg_temp
+AS $cleaner_is_head_sql$
+  SELECT pg_catalog.concat('EXISTS (SELECT 1 FROM ', p_head,
+    ' h WHERE h.message_key = ', p_m, '.message_key AND h.head_id = ', p_m,
+    '.id)')
+$cleaner_is_head_sql$;
+
+-- The frontier columns of both walks (cleaner.cpp, kFrontierColumns).
+CREATE OR REPLACE FUNCTION {schema}.cleaner_frontier_sql()
+  RETURNS text
+  LANGUAGE sql
+  IMMUTABLE
+  SET search_path = pg_catalog, pg_temp
+AS $cleaner_frontier_sql$
+  SELECT 'CASE WHEN (SELECT id FROM stop) IS NULL '
+    'THEN coalesce((SELECT max(id) FROM scan), $2::bigint) '
+    'ELSE greatest($2::bigint, (SELECT id FROM stop) - 1) END, '
+    '(SELECT pg_catalog.count(*) FROM scan) = $3::bigint '
+    'AND (SELECT id FROM stop) IS NULL, '
+    'pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())'::text
+$cleaner_frontier_sql$;
+
+-- One batch of the tombstone walk (CleanerBatches::TombstoneStep). It
+-- starts at `p_after`, which may not lie beyond where this walk got to
+-- (its final position or what it recorded as walked), and records where it
+-- got to.
+CREATE OR REPLACE FUNCTION {schema}.clean_tombstones(
+    p_topic_id bigint, p_after bigint, p_batch_size bigint)
+  RETURNS TABLE (deleted bigint, expired bigint, frontier bigint,
+                 full_batch boolean, snapshot_xmax xid8)
+  LANGUAGE plpgsql
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $clean_tombstones$
+DECLARE
+  v_head CONSTANT text := pg_catalog.format('%I.%I', {schema_name}::text,
+    pg_catalog.concat('compaction_head_', p_topic_id));
+  v_message CONSTANT text := pg_catalog.format('%I.%I', {schema_name}::text,
+    pg_catalog.concat('message_', p_topic_id));
+BEGIN
+  PERFORM FROM {schema}.log_cleaner_state c
+  WHERE c.topic_id = p_topic_id
+    AND p_after <= greatest(c.tombstone_position,
+                            c.tombstone_walked_position);
+  IF NOT FOUND THEN
+    RAISE EXCEPTION USING
+      ERRCODE = 'invalid_parameter_value',
+      MESSAGE = pg_catalog.format('topic %s: the tombstone walk has not '
+                                  'reached %s', p_topic_id, p_after);
+  END IF;
+  EXECUTE pg_catalog.concat(
+    'WITH scan AS MATERIALIZED (SELECT m.id, m.message_key, m.created_at < ',
+    {schema}.cleaner_cutoff_sql('tombstone_retention_ms'), ' AS old FROM ',
+    v_message, ' m WHERE m.payload IS NULL AND m.id > $2::bigint ',
+    'ORDER BY m.id LIMIT $3::bigint), ',
+    'young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), ',
+    'due AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s ',
+    'WHERE s.old AND s.id < coalesce((SELECT id FROM young), ',
+    '9223372036854775807::bigint) AND ',
+    {schema}.cleaner_is_head_sql(v_head, 's'), '), ',
+    'locked AS MATERIALIZED (SELECT h.message_key, h.head_id FROM ', v_head,
+    ' h WHERE h.message_key = ANY (ARRAY(SELECT message_key FROM due)) ',
+    'AND h.head_id = ANY (ARRAY(SELECT id FROM due)) ',
+    'FOR UPDATE OF h SKIP LOCKED), ',
+    'expired AS (UPDATE ', v_head, ' u SET head_id = NULL, ',
+    'schema_version = NULL, compaction_rank = NULL, ',
+    'updated_at = pg_catalog.now(), idle_since = pg_catalog.now() ',
+    'FROM locked l WHERE u.message_key = l.message_key ',
+    'AND u.head_id = l.head_id RETURNING l.head_id AS id), ',
+    'gone AS (DELETE FROM ', v_message,
+    ' d WHERE d.id = ANY (ARRAY(SELECT id FROM expired)) RETURNING d.id), ',
+    'stop AS (SELECT least((SELECT id FROM young), ',
+    '(SELECT pg_catalog.min(d.id) FROM due d WHERE NOT EXISTS ',
+    '(SELECT 1 FROM locked l WHERE l.head_id = d.id))) AS id) ',
+    'SELECT (SELECT pg_catalog.count(*) FROM gone), ',
+    '(SELECT pg_catalog.count(*) FROM expired), ',
+    {schema}.cleaner_frontier_sql())
+  INTO deleted, expired, frontier, full_batch, snapshot_xmax
+  USING p_topic_id, p_after, p_batch_size;
+  UPDATE {schema}.log_cleaner_state c
+  SET tombstone_walked_position = frontier,
+      tombstone_walked_xmax = snapshot_xmax
+  WHERE c.topic_id = p_topic_id;
+  RETURN NEXT;
+END
+$clean_tombstones$;
+
+-- One batch of the message walk (CleanerBatches::MessageStep), with the
+-- same rule for `p_after`. next_created_at: the created_at of the first
+-- message the walk did not pass (NULL: none in the batch).
+CREATE OR REPLACE FUNCTION {schema}.clean_messages(
+    p_topic_id bigint, p_after bigint, p_batch_size bigint)
+  RETURNS TABLE (deleted bigint, frontier bigint, full_batch boolean,
+                 snapshot_xmax xid8, next_created_at text)
+  LANGUAGE plpgsql
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $clean_messages$
+DECLARE
+  v_head CONSTANT text := pg_catalog.format('%I.%I', {schema_name}::text,
+    pg_catalog.concat('compaction_head_', p_topic_id));
+  v_message CONSTANT text := pg_catalog.format('%I.%I', {schema_name}::text,
+    pg_catalog.concat('message_', p_topic_id));
+  v_cutoff CONSTANT text := {schema}.cleaner_cutoff_sql('retention_ms');
+BEGIN
+  PERFORM FROM {schema}.log_cleaner_state c
+  WHERE c.topic_id = p_topic_id
+    AND p_after <= greatest(c.position, c.walked_position);
+  IF NOT FOUND THEN
+    RAISE EXCEPTION USING
+      ERRCODE = 'invalid_parameter_value',
+      MESSAGE = pg_catalog.format('topic %s: the message walk has not '
+                                  'reached %s', p_topic_id, p_after);
+  END IF;
+  EXECUTE pg_catalog.concat(
+    'WITH scan AS MATERIALIZED (SELECT m.id, m.message_key, m.created_at, ',
+    'm.created_at < ', v_cutoff, ' AS old FROM ', v_message,
+    ' m WHERE m.id > $2::bigint ORDER BY m.id LIMIT $3::bigint), ',
+    'young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), ',
+    'considered AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s ',
+    'WHERE s.id < coalesce((SELECT id FROM young), ',
+    '9223372036854775807::bigint)), ',
+    'cand AS MATERIALIZED (SELECT c.id FROM considered c WHERE NOT ',
+    {schema}.cleaner_is_head_sql(v_head, 'c'),
+    ' UNION SELECT o.id FROM (SELECT DISTINCT message_key FROM ',
+    'considered WHERE message_key IS NOT NULL) k CROSS JOIN LATERAL ',
+    '(SELECT o.id FROM ', v_message,
+    ' o WHERE o.message_key = k.message_key AND o.id <= $2::bigint ',
+    'AND o.created_at < ', v_cutoff, ' AND NOT ',
+    {schema}.cleaner_is_head_sql(v_head, 'o'), ') o), ',
+    'locked AS MATERIALIZED (SELECT m.id FROM ', v_message,
+    ' m WHERE m.id = ANY (ARRAY(SELECT id FROM cand)) ',
+    'FOR UPDATE SKIP LOCKED), ',
+    'gone AS (DELETE FROM ', v_message,
+    ' d WHERE d.id = ANY (ARRAY(SELECT id FROM locked)) RETURNING d.id), ',
+    'stop AS (SELECT least((SELECT id FROM young), ',
+    '(SELECT pg_catalog.min(c.id) FROM cand c WHERE NOT EXISTS ',
+    '(SELECT 1 FROM locked l WHERE l.id = c.id))) AS id) ',
+    'SELECT (SELECT pg_catalog.count(*) FROM gone), ',
+    {schema}.cleaner_frontier_sql(),
+    ', (SELECT n.created_at::text FROM scan n WHERE n.id >= ',
+    '(SELECT id FROM stop) ORDER BY n.id LIMIT 1)')
+  INTO deleted, frontier, full_batch, snapshot_xmax, next_created_at
+  USING p_topic_id, p_after, p_batch_size;
+  UPDATE {schema}.log_cleaner_state c
+  SET walked_position = frontier, walked_xmax = snapshot_xmax
+  WHERE c.topic_id = p_topic_id;
+  RETURN NEXT;
+END
+$clean_messages$;
+
+-- Keys whose head is a tombstone above `p_after`, up to `p_limit`
+-- (CleanerBatches::CountTombstonedKeys): it reads whether a payload is
+-- NULL, which the janitor role may not read itself.
+CREATE OR REPLACE FUNCTION {schema}.count_tombstoned_keys(
+    p_topic_id bigint, p_after bigint, p_limit bigint)
+  RETURNS bigint
+  LANGUAGE plpgsql
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $count_tombstoned_keys$
+DECLARE
+  v_count bigint;
+BEGIN
+  EXECUTE pg_catalog.concat(
+    'SELECT pg_catalog.count(*) FROM (SELECT FROM ',
+    pg_catalog.format('%I.%I', {schema_name}::text,
+                      pg_catalog.concat('message_', p_topic_id)),
+    ' m WHERE m.payload IS NULL AND m.id > $1::bigint AND ',
+    {schema}.cleaner_is_head_sql(
+      pg_catalog.format('%I.%I', {schema_name}::text,
+                        pg_catalog.concat('compaction_head_', p_topic_id)),
+      'm'),
+    ' LIMIT $2::bigint) k')
+  INTO v_count
+  USING p_after, p_limit;
+  RETURN v_count;
+END
+$count_tombstoned_keys$;
+
 -- Grants the roles of sql/roles_v1.sql their privileges on one topic's
 -- tables. A no-op until roles_v1.sql replaces it with the real grants.
 CREATE OR REPLACE FUNCTION {schema}.grant_topic(p_topic_id bigint)
@@ -189,8 +537,13 @@ $grant_topic$;
 --
 -- Every setting parameter is optional: NULL gives a new topic the column's
 -- default and leaves an existing topic's value as it is, so an application
--- registering at every start never resets what an operator set. A new
--- setting is one more parameter and one more coalesce() line below.
+-- registering at every start never resets what an operator set. A setting
+-- of an existing topic that differs from the stored one is refused
+-- (42501): this runs as the owner for every caller, so it cannot tell the
+-- application role from the owner. The owner changes settings with an
+-- UPDATE of the topic row (the library does that before calling this), and
+-- may grant that UPDATE to another role. A new setting is one more
+-- parameter, one more coalesce() line and one more comparison below.
 --
 -- A concurrent registration of the same name waits on the topic's unique
 -- index and then takes the update branch, so the DDL runs once; either
@@ -224,9 +577,21 @@ BEGIN
             t.tombstone_retention_ms, t.xmax = '0'::xid
   INTO id, name, headless_ttl_ms, retention_ms, tombstone_retention_ms,
        inserted;
-  -- The settings the caller set; the row is ours (inserted or locked above).
-  IF p_headless_ttl_ms IS NOT NULL OR p_retention_ms IS NOT NULL
-     OR p_tombstone_retention_ms IS NOT NULL THEN
+  IF NOT inserted
+     AND (p_headless_ttl_ms <> headless_ttl_ms
+          OR p_retention_ms <> retention_ms
+          OR p_tombstone_retention_ms <> tombstone_retention_ms) THEN
+    RAISE EXCEPTION USING
+      ERRCODE = 'insufficient_privilege',
+      MESSAGE = pg_catalog.format(
+        'register_topic does not change the settings of existing topic %s',
+        pg_catalog.quote_literal(p_name)),
+      HINT = 'Change them as the owner role (compactiond topic register as '
+             'the owner, or UPDATE the topic row).';
+  END IF;
+  -- A new topic's settings; the row is ours (inserted above).
+  IF inserted AND (p_headless_ttl_ms IS NOT NULL OR p_retention_ms IS NOT NULL
+                   OR p_tombstone_retention_ms IS NOT NULL) THEN
     UPDATE {schema}.topic AS t
     SET headless_ttl_ms = coalesce(p_headless_ttl_ms, t.headless_ttl_ms),
         retention_ms = coalesce(p_retention_ms, t.retention_ms),
@@ -269,3 +634,11 @@ REVOKE ALL ON FUNCTION {schema}.grant_topic(bigint) FROM PUBLIC;
 -- A trigger runs its function without checking EXECUTE: nobody needs it.
 REVOKE ALL ON FUNCTION {schema}.refuse_created_at_change() FROM PUBLIC;
 REVOKE ALL ON FUNCTION {schema}.refuse_message_change() FROM PUBLIC;
+REVOKE ALL ON FUNCTION {schema}.refuse_client_timestamp() FROM PUBLIC;
+REVOKE ALL ON FUNCTION {schema}.check_cleaner_positions() FROM PUBLIC;
+-- The janitor's (granted by roles_v1.sql).
+REVOKE ALL ON FUNCTION
+  {schema}.sweep_headless(bigint, bigint, timestamptz, text),
+  {schema}.clean_tombstones(bigint, bigint, bigint),
+  {schema}.clean_messages(bigint, bigint, bigint),
+  {schema}.count_tombstoned_keys(bigint, bigint, bigint) FROM PUBLIC;

@@ -38,17 +38,22 @@ CREATE TRIGGER message_immutable
 -- One durable, lockable row per message key taking part in compaction.
 -- A headless row (all three head columns NULL) exists so that a
 -- transactional reader can lock a key that has no value yet.
+-- The timestamps are the server's: the application role inserts only
+-- message_key (a headless row, with these defaults) and writes heads only
+-- through produce_{id} below.
 CREATE TABLE {schema}.compaction_head_{id} (
   message_key     text NOT NULL,
   head_id         bigint,
   schema_version  integer,
   compaction_rank bigint,
-  created_at      timestamptz NOT NULL,  -- immutable
-  updated_at      timestamptz NOT NULL,  -- head changed or headless row relocked
+  -- immutable
+  created_at      timestamptz NOT NULL DEFAULT statement_timestamp(),
+  -- head changed or headless row relocked
+  updated_at      timestamptz NOT NULL DEFAULT statement_timestamp(),
   -- Set exactly while the row is headless, equal to updated_at. The janitor
   -- index covers this column instead of updated_at so that head advances on
   -- materialized rows change no indexed column and stay HOT updates.
-  idle_since      timestamptz,
+  idle_since      timestamptz DEFAULT statement_timestamp(),
   CONSTRAINT compaction_head_{id}_pkey PRIMARY KEY (message_key),
   CONSTRAINT compaction_head_{id}_head_all_or_none CHECK (
     (head_id IS NULL AND schema_version IS NULL AND compaction_rank IS NULL)
@@ -69,6 +74,73 @@ CREATE TRIGGER created_at_immutable
   WHEN (OLD.created_at IS DISTINCT FROM NEW.created_at)
   EXECUTE FUNCTION {schema}.refuse_created_at_change();
 
+-- The lock loop's refresh of a headless row is the one head write the
+-- application role makes itself (it needs the UPDATE grant on updated_at
+-- and idle_since for FOR UPDATE anyway): neither may be infinite or ahead
+-- of the server's clock, for every role (idle_since equals updated_at by
+-- the CHECK above). Only a changed value is checked, so a row written
+-- under a clock that ran ahead (a failover) stays updatable. The clock,
+-- not the statement's start: a procedure that commits in a loop runs in
+-- one statement.
+CREATE TRIGGER updated_at_server_time
+  BEFORE UPDATE ON {schema}.compaction_head_{id}
+  FOR EACH ROW
+  WHEN (NEW.updated_at IS DISTINCT FROM OLD.updated_at
+        AND (NOT isfinite(NEW.updated_at)
+             OR NEW.updated_at > clock_timestamp()))
+  EXECUTE FUNCTION {schema}.refuse_client_timestamp();
+
 -- Serves the janitor (oldest first) and the headless stats.
 CREATE INDEX compaction_head_{id}_idle ON {schema}.compaction_head_{id}
   (idle_since, message_key) WHERE idle_since IS NOT NULL;
+
+-- A compacted produce: appends the message and moves its key's head with
+-- the winner rule (the head moves when it is NULL or when (schema_version,
+-- rank, id) of the new message is greater), in one call. SECURITY DEFINER:
+-- the application role has no write grant on the head columns, so this is
+-- the only way it moves a head, and only to the message this call stored.
+-- The head update touches no indexed column of a materialized row
+-- (idle_since stays NULL): head advances stay HOT. The xid is assigned
+-- before the insert draws its id: the log cleaner's position turns final
+-- once every xid older than a pass's snapshot has ended
+-- (log_cleaner_state in sql/system_v1.sql).
+CREATE FUNCTION {schema}.produce_{id}(
+    p_key text, p_schema_version integer, p_rank bigint, p_payload jsonb,
+    OUT message_id bigint, OUT message_created_at timestamptz,
+    OUT advanced boolean)
+  LANGUAGE plpgsql
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $produce$
+BEGIN
+  -- The statement the library sent itself before this function existed:
+  -- the materialized CTE assigns the xid before the insert draws its id.
+  WITH xid_first AS MATERIALIZED (SELECT pg_catalog.pg_current_xact_id()),
+  m AS (
+    INSERT INTO {schema}.message_{id}
+      (message_key, schema_version, compaction_rank, payload)
+    SELECT p_key, p_schema_version, p_rank, p_payload FROM xid_first
+    RETURNING id, created_at),
+  h AS (
+    INSERT INTO {schema}.compaction_head_{id} AS h
+      (message_key, head_id, schema_version, compaction_rank, idle_since)
+    SELECT p_key, m.id, p_schema_version, p_rank, NULL FROM m
+    ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO UPDATE
+    SET head_id = excluded.head_id, schema_version = excluded.schema_version,
+        compaction_rank = excluded.compaction_rank,
+        updated_at = statement_timestamp(), idle_since = NULL
+    WHERE h.head_id IS NULL
+       OR (excluded.schema_version, excluded.compaction_rank,
+           excluded.head_id)
+          > (h.schema_version, h.compaction_rank, h.head_id)
+    RETURNING h.head_id)
+  SELECT m.id, m.created_at, EXISTS (SELECT 1 FROM h)
+  INTO message_id, message_created_at, advanced
+  FROM m;
+END
+$produce$;
+
+-- Functions are executable by PUBLIC by default; grant_topic grants this
+-- one to the application role.
+REVOKE ALL ON FUNCTION {schema}.produce_{id}(text, integer, bigint, jsonb)
+  FROM PUBLIC;

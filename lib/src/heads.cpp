@@ -39,12 +39,12 @@ std::string LockedHeadSql(const ClientCore& core, std::int64_t id) {
          " m ON m.id = h.head_id WHERE h.message_key = $1";
 }
 
+// The times are the column defaults (the statement's): the application
+// role may insert message_key only.
 std::string InsertHeadlessSql(const ClientCore& core, std::int64_t id) {
   return "/* compaction:LockCompactionHead:insert */ INSERT INTO " +
          core.HeadTable(id) +
-         " (message_key, created_at, updated_at, idle_since) VALUES ($1, "
-         "pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp(), "
-         "pg_catalog.statement_timestamp()) "
+         " (message_key) VALUES ($1) "
          "ON CONFLICT ON CONSTRAINT " +
          core.HeadPkey(id) + " DO NOTHING RETURNING message_key";
 }

@@ -47,41 +47,22 @@ constexpr const char* kXidFirst =
 std::string PlainInsertSql(const ClientCore& core, std::int64_t id) {
   return std::string("/* compaction:Produce */ WITH ") + kXidFirst +
          " INSERT INTO " + core.MessageTable(id) +
-         " (message_key, schema_version, compaction_rank, payload) "
-         "SELECT $1::text, $2::integer, NULL::bigint, $3::jsonb FROM xid_first "
+         " (message_key, schema_version, payload) "
+         "SELECT $1::text, $2::integer, $3::jsonb FROM xid_first "
          "RETURNING id, " +
          Micros("created_at") + ", false";
 }
 
-// The head moves when it is NULL or when (schema_version, rank, id) of the
-// new message is greater. The update touches no indexed column of a
-// materialized row (idle_since stays NULL), so head advances stay HOT. The
-// conflict target names the constraint: an inferred target can fail while
-// the index is being rebuilt with REINDEX CONCURRENTLY.
+// The message and its head move in one call of the topic's SECURITY
+// DEFINER function (sql/topic_v1.sql, produce_<id>): the application role
+// has no write grant on the head columns. The function assigns the xid
+// before the insert draws the id, as kXidFirst does here, and keeps the
+// head advances HOT.
 std::string CompactedInsertSql(const ClientCore& core, std::int64_t id) {
-  return std::string("/* compaction:Produce */ WITH ") + kXidFirst +
-         ", m AS (INSERT INTO " + core.MessageTable(id) +
-         " (message_key, schema_version, compaction_rank, payload) "
-         "SELECT $1::text, $2::integer, $4::bigint, $3::jsonb FROM xid_first "
-         "RETURNING id, created_at), "
-         "h AS (INSERT INTO " +
-         core.HeadTable(id) +
-         " AS h (message_key, head_id, schema_version, compaction_rank, "
-         "created_at, updated_at, idle_since) "
-         "SELECT $1, m.id, $2, $4, pg_catalog.statement_timestamp(), "
-         "pg_catalog.statement_timestamp(), NULL FROM m "
-         "ON CONFLICT ON CONSTRAINT " +
-         core.HeadPkey(id) +
-         " DO UPDATE SET head_id = excluded.head_id, "
-         "schema_version = excluded.schema_version, "
-         "compaction_rank = excluded.compaction_rank, "
-         "updated_at = excluded.updated_at, idle_since = NULL "
-         "WHERE h.head_id IS NULL OR (excluded.schema_version, "
-         "excluded.compaction_rank, excluded.head_id) > "
-         "(h.schema_version, h.compaction_rank, h.head_id) "
-         "RETURNING h.head_id) "
-         "SELECT m.id, " +
-         Micros("m.created_at") + ", EXISTS (SELECT 1 FROM h) FROM m";
+  return "/* compaction:Produce */ SELECT p.message_id, " +
+         Micros("p.message_created_at") + ", p.advanced FROM " + core.schema() +
+         ".produce_" + std::to_string(id) +
+         "($1::text, $2::integer, $4::bigint, $3::jsonb) p";
 }
 
 pg::Statement BuildProduce(const ClientCore& core, const TopicInfo& topic,

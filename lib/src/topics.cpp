@@ -63,6 +63,52 @@ void NotifyTopicChange(ClientCore& core, pg::Session session,
                .Add(std::string(kTopicEventChannel)));
 }
 
+// Before register_topic: when the topic exists with another value of a
+// setting the caller set, changes it as the caller (in autocommit, like
+// the registration after it). The application role is refused (42501).
+void UpdateChangedSettings(ClientCore& core, pg::Session s,
+                           const std::string& name, const TopicConfig& config) {
+  constexpr const char* kOp = "Register";
+  if (!config.headless_ttl && !config.retention &&
+      !config.tombstone_retention) {
+    return;
+  }
+  pg::Params params;
+  params.Add(name)
+      .Add(Millis(config.headless_ttl))
+      .Add(Millis(config.retention))
+      .Add(Millis(config.tombstone_retention));
+  const std::string differs =
+      "($2::bigint <> t.headless_ttl_ms OR $3::bigint <> t.retention_ms OR "
+      "$4::bigint <> t.tombstone_retention_ms)";
+  pg::Result found = pg::Exec(s, kOp,
+                              "SELECT " + differs + " FROM " + core.schema() +
+                                  ".topic t WHERE t.name = $1::text",
+                              params);
+  if (PQntuples(found.get()) == 0 || pg::IsNull(found.get(), 0, 0) ||
+      !pg::Bool(found.get(), 0, 0)) {
+    return;  // new (register_topic applies the settings) or unchanged
+  }
+  try {
+    pg::Exec(s, kOp,
+             "UPDATE " + core.schema() +
+                 ".topic t SET headless_ttl_ms = coalesce($2::bigint, "
+                 "t.headless_ttl_ms), retention_ms = coalesce($3::bigint, "
+                 "t.retention_ms), tombstone_retention_ms = "
+                 "coalesce($4::bigint, t.tombstone_retention_ms), "
+                 "updated_at = pg_catalog.now() WHERE t.name = $1::text",
+             params);
+  } catch (const DatabaseError& e) {
+    if (e.sqlstate() != pg::kInsufficientPrivilege) throw;
+    throw DatabaseError(
+        kOp, e.sqlstate(),
+        "changing the settings of existing topic \"" + name +
+            "\" needs the owner role (run compactiond topic register as the "
+            "owner); this role may register it with its current settings or "
+            "none");
+  }
+}
+
 }  // namespace
 
 [[noreturn]] void RethrowSchemaMissing(const ClientCore& core,
@@ -117,16 +163,19 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
   if (config.tombstone_retention) {
     ValidateRetention(kOp, "tombstone_retention", *config.tombstone_retention);
   }
-  // One statement, for every caller: register_topic (sql/system_v1.sql)
-  // upserts the row, creates a new topic's tables, grants the shipped roles
-  // and notifies, as the schema's owner, so a role allowed to execute it
-  // registers without any DDL privilege of its own. An unset field is
-  // NULL: a new topic gets the default, an existing one keeps its value.
+  // register_topic (sql/system_v1.sql) upserts the row, creates a new
+  // topic's tables, grants the shipped roles and notifies, as the schema's
+  // owner, so a role allowed to execute it registers without any DDL
+  // privilege of its own. An unset field is NULL: a new topic gets the
+  // default, an existing one keeps its value. It never changes an existing
+  // topic's settings: that is an UPDATE of the topic row as the caller,
+  // which only the owner role (or a role it granted that UPDATE) may do.
   pg::Result r = WithConnection(core, kOp, [&](pg::Session s) {
     // The installed register_topic is the system baseline's: one of another
     // build could treat the settings differently, so check it first.
     RequireSystemBaseline(core, s, kOp);
     try {
+      UpdateChangedSettings(core, s, name, config);
       return pg::Exec(s, kOp,
                       std::string("SELECT ") + kTopicColumns +
                           ", t.version, t.fingerprint FROM " + core.schema() +
@@ -165,9 +214,11 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
                           pg::Params().Add(name));
   if (PQntuples(r.get()) == 0) throw TopicNotFound(kOp, name);
   const std::int64_t id = pg::Int64(r.get(), 0, 0);
-  pg::ExecScript(
-      session.conn, kOp,
-      "DROP TABLE " + core.HeadTable(id) + ", " + core.MessageTable(id));
+  pg::ExecScript(session.conn, kOp,
+                 "DROP TABLE " + core.HeadTable(id) + ", " +
+                     core.MessageTable(id) + "; DROP FUNCTION IF EXISTS " +
+                     core.schema() + ".produce_" + std::to_string(id) +
+                     "(text, integer, bigint, jsonb)");
   NotifyTopicChange(core, session, name, "destroyed");
   tx.Commit();
   core.ForgetTopic(name);

@@ -651,6 +651,8 @@ Cell Bench::RunPgbench(const std::string& w, int threads, bool extended) {
     s = ReplaceAll(s, "{head}", Head(w));
     s = ReplaceAll(s, "{message}", Msg(w));
     s = ReplaceAll(s, "{pkey}", Pkey(w));
+    s = ReplaceAll(s, "{produce}",
+                   q_ + ".produce_" + std::to_string(TopicId(w)));
     const fs::path out =
         fs::path(o_.out) / "pgbench" / (w + "_" + name + ".sql");
     fs::create_directories(out.parent_path());

@@ -323,10 +323,14 @@ def slow_delete_trigger(schema, tid, seconds, env=None):
 
 
 def deleting(app, in_trigger=False):
-    """Batches of `app` running now (inside the sleeping trigger if asked)."""
+    """Batches of `app` running now (inside the sleeping trigger if asked).
+
+    A headless batch is a call of sweep_headless, whose DELETE runs inside.
+    """
     return int(scalar("SELECT count(*) FROM pg_stat_activity WHERE "
                       f"application_name = '{app}' AND state = 'active' AND "
-                      "query ILIKE '%delete%'" +
+                      "(query ILIKE '%delete%' OR "
+                      "query ILIKE '%sweep_headless(%')" +
                       (" AND wait_event = 'PgSleep'" if in_trigger else "")))
 
 
@@ -414,8 +418,9 @@ def sweeping_backend(app):
     """The pid of the backend running `app`'s batch, inside the trigger."""
     return int(scalar("SELECT pid FROM pg_stat_activity WHERE "
                       f"application_name = '{app}' AND state = 'active' AND "
-                      "query ILIKE '%delete%' AND wait_event = 'PgSleep' "
-                      "LIMIT 1"))
+                      "(query ILIKE '%delete%' OR "
+                      "query ILIKE '%sweep_headless(%') AND "
+                      "wait_event = 'PgSleep' LIMIT 1"))
 
 
 def terminate(app):

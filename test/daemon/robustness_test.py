@@ -203,12 +203,36 @@ def test_roles_cli():
               "the janitor dropped a head table")
         check(psql(f"SELECT to_regclass('\"{schema}\".compaction_head_{tid}')"
                    " IS NOT NULL")[0][0] == "t", "head table gone")
+        # Issue 23 row 1: an app login cannot change a topic's retention
+        # through the CLI; it registers it unchanged; an owner login can.
+        psql(f"CREATE ROLE {prefix}_svc LOGIN IN ROLE {prefix}_app")
+        psql(f"CREATE ROLE {prefix}_admin LOGIN IN ROLE {prefix}_owner")
+        retention = (f'SELECT retention_ms FROM "{schema}".topic '
+                     "WHERE name = 'swept'")
+        before = psql(retention)[0][0]
+        app_env = dict(os.environ, PGUSER=f"{prefix}_svc")
+        r = run_cli(ARGS.binary, ["topic", "register", "swept", "--retention",
+                                  "0s", "--tombstone-retention", "0s",
+                                  "--schema", schema], app_env)
+        check(r.returncode == 1 and "needs the owner role" in r.stderr,
+              f"app login changed the retention: {r.returncode} {r.stderr}")
+        check(psql(retention)[0][0] == before, "retention changed")
+        r = run_cli(ARGS.binary, ["topic", "register", "swept", "--schema",
+                                  schema], app_env)
+        check(r.returncode == 0, f"app login re-register failed: {r.stderr}")
+        r = run_cli(ARGS.binary, ["topic", "register", "swept", "--retention",
+                                  "0s", "--schema", schema],
+                    dict(os.environ, PGUSER=f"{prefix}_admin"))
+        check(r.returncode == 0, f"owner login failed: {r.stderr}")
+        check(psql(retention)[0][0] == "0", "the owner's retention not set")
         r = run_cli(ARGS.binary, ["schema", "install", "--role-prefix", "x",
                                   "--schema", schema])
         check(r.returncode == 2, "--role-prefix without --roles accepted")
     finally:
         drop_schema(schema)
         psql(f"DROP ROLE IF EXISTS {login}", check_rc=False)
+        psql(f"DROP ROLE IF EXISTS {prefix}_svc", check_rc=False)
+        psql(f"DROP ROLE IF EXISTS {prefix}_admin", check_rc=False)
         for k in ("monitor", "janitor", "app", "owner"):
             psql(f"DROP OWNED BY {prefix}_{k}", check_rc=False)
             psql(f"DROP ROLE IF EXISTS {prefix}_{k}", check_rc=False)

@@ -81,7 +81,8 @@ inline constexpr std::chrono::milliseconds kKeepForever =
 // What Register sets. Every field is optional: unset, a new topic gets the
 // default and an existing topic keeps its current value, so an application
 // calling Register() at every start never resets what an operator set; a
-// set field updates the topic.
+// set field that differs updates the topic, as the owner role only
+// (doc/roles.md).
 struct TopicConfig {
   // How long a headless (lock-only) row may stay untouched before the
   // janitor may delete it. Positive and at most kMaxTtl; default 1 h.

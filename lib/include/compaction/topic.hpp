@@ -91,7 +91,10 @@ class TopicHandle {
   // Creates the topic and its tables, or updates an existing one. Unset
   // TopicConfig fields: a new topic gets the default, an existing topic
   // keeps its value (so calling Register() at every start never undoes
-  // what an operator set). Validates the name ([a-z0-9._-], 1..100
+  // what an operator set). A set field that differs from an existing
+  // topic's value changes it, which only the owner role (or a role it
+  // granted UPDATE on the topic row) may do: DatabaseError 42501 for the
+  // app role (doc/roles.md). Validates the name ([a-z0-9._-], 1..100
   // characters, starting with a letter or digit) and every set field
   // before any write.
   TopicInfo Register(const TopicConfig& config = {}) {

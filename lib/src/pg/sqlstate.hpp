@@ -24,5 +24,6 @@ inline constexpr std::string_view kLockNotAvailable = "55P03";
 // database encoding cannot hold (or jsonb's \u0000).
 inline constexpr std::string_view kUntranslatable = "22P05";
 inline constexpr std::string_view kNotInRepertoire = "22021";
+inline constexpr std::string_view kInsufficientPrivilege = "42501";
 
 }  // namespace compaction::pg

@@ -9,35 +9,16 @@ namespace {
 // The largest bigint: a retention of kKeepForever.
 constexpr const char* kForever = "9223372036854775807::bigint";
 
-// The cutoff of retention column `column` of topic $1, from the server's
-// clock: messages created before it are out of their retention.
-// kKeepForever is -infinity (nothing is older).
-std::string Cutoff(const detail::ClientCore& core, const char* column) {
-  return std::string("(SELECT CASE WHEN t.") + column + " = " + kForever +
-         " THEN '-infinity'::timestamptz ELSE pg_catalog.now() - t." + column +
-         "::float8 * interval '1 millisecond' END FROM " + core.schema() +
-         ".topic t WHERE t.id = $1)";
-}
-
-// "Is message `m` its key's head" as the statement's snapshot sees it.
-std::string IsHead(const detail::ClientCore& core, std::int64_t topic_id,
-                   const std::string& m) {
-  return "EXISTS (SELECT 1 FROM " + core.HeadTable(topic_id) +
-         " h WHERE h.message_key = " + m + ".message_key AND h.head_id = " + m +
-         ".id)";
-}
-
-// The columns every step returns after its own: where the walk stopped and
-// whether the batch was full. `stop` is the first id it must not pass (a
-// message inside its retention, or one it could not lock), NULL when none.
-// The frontier is the last id passed; never below the batch's start ($2).
-constexpr const char* kFrontierColumns =
-    "CASE WHEN (SELECT id FROM stop) IS NULL "
-    "THEN coalesce((SELECT max(id) FROM scan), $2::bigint) "
-    "ELSE greatest($2::bigint, (SELECT id FROM stop) - 1) END, "
-    "(SELECT pg_catalog.count(*) FROM scan) = $3::bigint "
-    "AND (SELECT id FROM stop) IS NULL, "
-    "pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text";
+// The walks' statements are functions of the system baseline
+// (sql/system_v1.sql: clean_tombstones, clean_messages,
+// count_tombstoned_keys), SECURITY DEFINER: the janitor role cannot read
+// payloads or delete from message and head tables itself, and the functions
+// delete only what the rules allow. Each returns, after its counts, where
+// the walk stopped and whether the batch was full: `stop` is the first id
+// it must not pass (a message inside its retention, or one it could not
+// lock), NULL when none; the frontier is the last id passed, never below
+// the batch's start. Each records that frontier, the only value a pending
+// position may take (check_cleaner_positions).
 
 }  // namespace
 
@@ -140,42 +121,10 @@ void CleanerBatches::Load(pg::Session s, std::int64_t topic_id) {
 // are ordinary superseded messages, the message walk's by retention.
 CleanerBatches::Step CleanerBatches::TombstoneStep(pg::Session s,
                                                    std::int64_t topic_id) {
-  const std::string head = core_.HeadTable(topic_id);
-  const std::string message = core_.MessageTable(topic_id);
   pg::Result r = pg::Exec(
       s, kOperation,
-      "/* compaction:CompactLog:tombstones */ WITH scan AS MATERIALIZED ("
-      "SELECT m.id, m.message_key, m.created_at < " +
-          Cutoff(core_, "tombstone_retention_ms") + " AS old FROM " + message +
-          " m WHERE m.payload IS NULL AND m.id > $2::bigint "
-          "ORDER BY m.id LIMIT $3::bigint), "
-          "young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), "
-          "due AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s "
-          "WHERE s.old AND s.id < coalesce((SELECT id FROM young), " +
-          kForever + ") AND " + IsHead(core_, topic_id, "s") +
-          "), "
-          "locked AS MATERIALIZED (SELECT h.message_key, h.head_id FROM " +
-          head +
-          " h WHERE h.message_key = ANY (ARRAY(SELECT message_key FROM due)) "
-          "AND h.head_id = ANY (ARRAY(SELECT id FROM due)) "
-          "FOR UPDATE OF h SKIP LOCKED), "
-          "expired AS (UPDATE " +
-          head +
-          " u SET head_id = NULL, schema_version = NULL, "
-          "compaction_rank = NULL, updated_at = pg_catalog.now(), "
-          "idle_since = pg_catalog.now() FROM locked l "
-          "WHERE u.message_key = l.message_key AND u.head_id = l.head_id "
-          "RETURNING l.head_id AS id), "
-          "gone AS (DELETE FROM " +
-          message +
-          " d WHERE d.id = ANY (ARRAY(SELECT id FROM expired)) "
-          "RETURNING d.id), "
-          "stop AS (SELECT least((SELECT id FROM young), "
-          "(SELECT pg_catalog.min(d.id) FROM due d WHERE NOT EXISTS "
-          "(SELECT 1 FROM locked l WHERE l.head_id = d.id))) AS id) "
-          "SELECT (SELECT pg_catalog.count(*) FROM gone), "
-          "(SELECT pg_catalog.count(*) FROM expired), " +
-          kFrontierColumns,
+      "/* compaction:CompactLog:tombstones */ SELECT * FROM " + core_.schema() +
+          ".clean_tombstones($1::bigint, $2::bigint, $3::bigint)",
       pg::Params()
           .Add(topic_id)
           .Add(tombstones_.at)
@@ -198,44 +147,12 @@ CleanerBatches::Step CleanerBatches::TombstoneStep(pg::Session s,
 // the batch), so a later pass retries it.
 CleanerBatches::Step CleanerBatches::MessageStep(pg::Session s,
                                                  std::int64_t topic_id) {
-  const std::string message = core_.MessageTable(topic_id);
-  const std::string cutoff = Cutoff(core_, "retention_ms");
   pg::Result r = pg::Exec(
       s, kOperation,
-      "/* compaction:CompactLog:messages */ WITH scan AS MATERIALIZED ("
-      "SELECT m.id, m.message_key, m.created_at, m.created_at < " +
-          cutoff + " AS old FROM " + message +
-          " m WHERE m.id > $2::bigint ORDER BY m.id LIMIT $3::bigint), "
-          "young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), "
-          "considered AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s "
-          "WHERE s.id < coalesce((SELECT id FROM young), " +
-          kForever +
-          ")), "
-          "cand AS MATERIALIZED (SELECT c.id FROM considered c WHERE NOT " +
-          IsHead(core_, topic_id, "c") +
-          " UNION SELECT o.id FROM (SELECT DISTINCT message_key FROM "
-          "considered WHERE message_key IS NOT NULL) k CROSS JOIN LATERAL "
-          "(SELECT o.id FROM " +
-          message +
-          " o WHERE o.message_key = k.message_key AND o.id <= $2::bigint "
-          "AND o.created_at < " +
-          cutoff + " AND NOT " + IsHead(core_, topic_id, "o") +
-          ") o), "
-          "locked AS MATERIALIZED (SELECT m.id FROM " +
-          message +
-          " m WHERE m.id = ANY (ARRAY(SELECT id FROM cand)) "
-          "FOR UPDATE SKIP LOCKED), "
-          "gone AS (DELETE FROM " +
-          message +
-          " d WHERE d.id = ANY (ARRAY(SELECT id FROM locked)) "
-          "RETURNING d.id), "
-          "stop AS (SELECT least((SELECT id FROM young), "
-          "(SELECT pg_catalog.min(c.id) FROM cand c WHERE NOT EXISTS "
-          "(SELECT 1 FROM locked l WHERE l.id = c.id))) AS id) "
-          "SELECT (SELECT pg_catalog.count(*) FROM gone), 0::bigint, " +
-          kFrontierColumns +
-          ", (SELECT n.created_at::text FROM scan n WHERE n.id >= "
-          "(SELECT id FROM stop) ORDER BY n.id LIMIT 1)",
+      "/* compaction:CompactLog:messages */ SELECT p.deleted, 0::bigint, "
+      "p.frontier, p.full_batch, p.snapshot_xmax, p.next_created_at FROM " +
+          core_.schema() +
+          ".clean_messages($1::bigint, $2::bigint, $3::bigint) p",
       pg::Params()
           .Add(topic_id)
           .Add(messages_.at)
@@ -254,13 +171,14 @@ CleanerBatches::Step CleanerBatches::MessageStep(pg::Session s,
 // tombstones above its final position that are heads (below it every
 // tombstone head has expired), counted up to a bound.
 void CleanerBatches::CountTombstonedKeys(pg::Session s, std::int64_t topic_id) {
-  pg::Result r = pg::Exec(
-      s, kOperation,
-      "SELECT pg_catalog.count(*) FROM (SELECT FROM " +
-          core_.MessageTable(topic_id) +
-          " m WHERE m.payload IS NULL AND m.id > $1::bigint AND " +
-          IsHead(core_, topic_id, "m") + " LIMIT $2::bigint) k",
-      pg::Params().Add(tombstones_.position).Add(kMaxTombstonedKeysCounted));
+  pg::Result r =
+      pg::Exec(s, kOperation,
+               "SELECT " + core_.schema() +
+                   ".count_tombstoned_keys($1::bigint, $2::bigint, $3::bigint)",
+               pg::Params()
+                   .Add(topic_id)
+                   .Add(tombstones_.position)
+                   .Add(kMaxTombstonedKeysCounted));
   tombstoned_keys_ = pg::Int64(r.get(), 0, 0);
 }
 

@@ -1,5 +1,5 @@
 -- Generated from the SQL in lib/src/{heads,produce,topics}.cpp; {schema}, {head},
--- {message}, {pkey} are substituted by compaction_bench. Run with -M prepared.
+-- {message}, {pkey}, {produce} are substituted by compaction_bench. Run with -M prepared.
 -- \startpipeline..\endpipeline is the one round trip of ExecPipelined.
 -- The library's "/* compaction:... */" marker comments are left out: pgbench would
 -- take ":Name" inside them for a variable. Comments do not reach the planner.
@@ -11,5 +11,5 @@ SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms
 SELECT h.head_id FROM {head} h WHERE h.message_key = :k FOR UPDATE OF h;
 SELECT m.id, m.message_key, m.schema_version, m.compaction_rank, (extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text FROM {head} h JOIN {message} m ON m.id = h.head_id WHERE h.message_key = :k;
 \endpipeline
-WITH xid_first AS MATERIALIZED (SELECT pg_catalog.pg_current_xact_id()), m AS (INSERT INTO {message} (message_key, schema_version, compaction_rank, payload) SELECT :k::text, :sv::integer, :rank::bigint, :payload::jsonb FROM xid_first RETURNING id, created_at), h AS (INSERT INTO {head} AS h (message_key, head_id, schema_version, compaction_rank, created_at, updated_at, idle_since) SELECT :k, m.id, :sv, :rank, pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp(), NULL FROM m ON CONFLICT ON CONSTRAINT {pkey} DO UPDATE SET head_id = excluded.head_id, schema_version = excluded.schema_version, compaction_rank = excluded.compaction_rank, updated_at = excluded.updated_at, idle_since = NULL WHERE h.head_id IS NULL OR (excluded.schema_version, excluded.compaction_rank, excluded.head_id) > (h.schema_version, h.compaction_rank, h.head_id) RETURNING h.head_id) SELECT m.id, (extract(epoch FROM m.created_at) * 1000000)::bigint, EXISTS (SELECT 1 FROM h) FROM m;
+SELECT p.message_id, (extract(epoch FROM p.message_created_at) * 1000000)::bigint, p.advanced FROM {produce}(:k::text, :sv::integer, :rank::bigint, :payload::jsonb) p;
 END;

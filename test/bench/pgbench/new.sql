@@ -1,5 +1,5 @@
 -- Generated from the SQL in lib/src/{heads,produce,topics}.cpp; {schema}, {head},
--- {message}, {pkey} are substituted by compaction_bench. Run with -M prepared.
+-- {message}, {pkey}, {produce} are substituted by compaction_bench. Run with -M prepared.
 -- \startpipeline..\endpipeline is the one round trip of ExecPipelined.
 -- The library's "/* compaction:... */" marker comments are left out: pgbench would
 -- take ":Name" inside them for a variable. Comments do not reach the planner.
@@ -12,5 +12,5 @@ SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms
 SELECT h.head_id FROM {head} h WHERE h.message_key = :k FOR UPDATE OF h;
 SELECT m.id, m.message_key, m.schema_version, m.compaction_rank, (extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text FROM {head} h JOIN {message} m ON m.id = h.head_id WHERE h.message_key = :k;
 \endpipeline
-INSERT INTO {head} (message_key, created_at, updated_at, idle_since) VALUES (:k, pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp()) ON CONFLICT ON CONSTRAINT {pkey} DO NOTHING RETURNING message_key;
+INSERT INTO {head} (message_key) VALUES (:k) ON CONFLICT ON CONSTRAINT {pkey} DO NOTHING RETURNING message_key;
 END;

@@ -1,5 +1,5 @@
 -- Generated from the SQL in lib/src/{heads,produce,topics}.cpp; {schema}, {head},
--- {message}, {pkey} are substituted by compaction_bench. Run with -M prepared.
+-- {message}, {pkey}, {produce} are substituted by compaction_bench. Run with -M prepared.
 -- The library's "/* compaction:... */" marker comments are left out: pgbench would
 -- take ":Name" inside them for a variable. Comments do not reach the planner.
 -- (4) plain CompactionHead read (topic id cached by the client)
