@@ -44,8 +44,23 @@ enum Col {
   kLastError,
   kClaimedBy,
   kClaimedUntil,
-  kFingerprint,  // with_version only
+  kFingerprint,  // with_version only, else NULL
+  kInvalid,
 };
+
+// Stored timestamps no reader can use: the server's columns hold neither
+// -infinity nor a time more than an hour ahead of its clock (a concurrent
+// transaction's is at most seconds ahead), so such rows were planted by
+// hand. Readers skip them (subtracting an infinity fails the statement with
+// 22008) and stats count them (TopicStats::invalid_timestamp_rows).
+constexpr const char* kBadBefore = "'-infinity'::timestamptz";
+constexpr const char* kBadAfter = "pg_catalog.now() + interval '1 hour'";
+
+// `column` when it is usable, else NULL.
+std::string Valid(const std::string& column) {
+  return "CASE WHEN " + column + " > " + kBadBefore + " AND " + column +
+         " <= " + kBadAfter + " THEN " + column + " END";
+}
 
 void ValidateStatsOptions(const char* operation, const StatsOptions& options) {
   // limit + 1 must fit the bigint LIMIT below.
@@ -92,9 +107,9 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          (with_version ? "v.version" : "NULL::int") +
          ", c.n, (extract(epoch FROM pg_catalog.now() - (SELECT o.idle_since "
          "FROM " +
-         head +
-         " o WHERE o.idle_since IS NOT NULL ORDER BY o.idle_since LIMIT 1)) "
-         "* 1e3)::bigint, greatest(hc.reltuples, 0)::bigint, " +
+         head + " o WHERE o.idle_since > " + kBadBefore +
+         " ORDER BY o.idle_since LIMIT 1)) * 1e3)::bigint, "
+         "greatest(hc.reltuples, 0)::bigint, " +
          Micros("j.last_sweep_started_at") + ", " +
          Micros("j.last_sweep_finished_at") + ", " +
          Micros("j.last_success_at") +
@@ -102,7 +117,12 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          "CASE WHEN j.claimed_until > pg_catalog.now() THEN j.claimed_by END, "
          "CASE WHEN j.claimed_until > pg_catalog.now() THEN " +
          Micros("j.claimed_until") + " END" +
-         (with_version ? ", pg_catalog.to_jsonb(v) ->> 'fingerprint'" : "") +
+         (with_version ? ", pg_catalog.to_jsonb(v) ->> 'fingerprint'"
+                       : ", NULL") +
+         ", (SELECT pg_catalog.count(*) FROM " + head +
+         " b WHERE b.idle_since "
+         "= " +
+         kBadBefore + " OR b.idle_since > " + kBadAfter + ")" +
          " FROM (SELECT pg_catalog.count(*) n FROM (SELECT FROM " + head +
          " h WHERE h.idle_since IS NOT NULL LIMIT " +
          std::to_string(limit + 1) +
@@ -200,8 +220,10 @@ std::string CleanerSql(const ClientCore& core) {
   return "/* compaction:Stats cleaner */ SELECT t.id, "
          "CASE WHEN t.retention_ms = 9223372036854775807::bigint THEN 0 "
          "ELSE greatest(0::numeric, (extract(epoch FROM (pg_catalog.now() - "
-         "t.retention_ms::float8 * interval '1 millisecond') - coalesce("
-         "c.next_created_at, c.scanned_at, t.created_at)) * 1e3))::bigint "
+         "t.retention_ms::float8 * interval '1 millisecond') - coalesce(" +
+         Valid("c.next_created_at") + ", " + Valid("c.scanned_at") + ", " +
+         Valid("t.created_at") +
+         ", pg_catalog.now())) * 1e3))::bigint "
          "END, c.tombstoned_keys, c.last_tombstones_expired, "
          "c.total_tombstones_expired, " +
          Micros("c.last_sweep_started_at") + ", " +
@@ -239,18 +261,30 @@ void ParseCleaner(const PGresult* r, int row, TopicStats& out) {
   out.estimated_messages = pg::Int64(r, row, 13);
 }
 
+// Errors that concern one topic's own tables or rows rather than the
+// connection or the whole schema: undefined table or column, no privilege
+// on them (class 42, "syntax error or access rule violation", of a
+// statement that is ours), or a stored value the statement cannot handle
+// (class 22, "data exception": a row planted by hand).
+bool IsTopicFault(const DatabaseError& e) {
+  return e.sqlstate().starts_with("42") || e.sqlstate().starts_with("22");
+}
+
 // The headless rows' and the janitor's figures of `from` into `to`.
 void CopyHeadless(const TopicStats& from, TopicStats& to) {
   to.headless_rows = from.headless_rows;
   to.headless_rows_estimated = from.headless_rows_estimated;
   to.oldest_headless_age = from.oldest_headless_age;
   to.estimated_head_rows = from.estimated_head_rows;
+  to.invalid_timestamp_rows = from.invalid_timestamp_rows;
   to.janitor = from.janitor;
 }
 
 // Fills in the log's figures of `topics` (those without an error).
+// With `isolate` (a listing) a topic whose figures cannot be read gets its
+// error; without, the error is thrown.
 void AddCleanerStats(const char* operation, ClientCore& core, pg::Session s,
-                     std::span<TopicOverview> topics) {
+                     std::span<TopicOverview> topics, bool isolate) {
   std::string ids;
   for (const TopicOverview& t : topics) {
     if (!t.error.empty()) continue;
@@ -258,8 +292,23 @@ void AddCleanerStats(const char* operation, ClientCore& core, pg::Session s,
     ids += std::to_string(t.info.id);
   }
   if (ids.empty()) return;
-  pg::Result r = pg::Exec(s, operation, CleanerSql(core),
-                          pg::Params().Add(ids + "}").Add(core.schema()));
+  pg::Result r;
+  try {
+    r = pg::Exec(s, operation, CleanerSql(core),
+                 pg::Params().Add(ids + "}").Add(core.schema()));
+  } catch (const DatabaseError& e) {
+    // One statement for many topics: one topic's fault would blind them
+    // all. Per topic, so that only the faulty one reports it.
+    if (!isolate || !IsTopicFault(e)) throw;
+    if (topics.size() == 1) {
+      topics[0].error = e.what();
+      return;
+    }
+    for (std::size_t i = 0; i < topics.size(); ++i) {
+      AddCleanerStats(operation, core, s, topics.subspan(i, 1), isolate);
+    }
+    return;
+  }
   std::unordered_map<std::int64_t, int> rows;
   for (int row = 0; row < PQntuples(r.get()); ++row) {
     rows.emplace(pg::Int64(r.get(), row, 0), row);
@@ -308,6 +357,7 @@ TopicStats ParseStats(const char* operation, const TopicInfo& topic,
   out.oldest_headless_age = std::chrono::milliseconds(
       std::max<std::int64_t>(0, pg::OptInt64(r, row, kOldestMs).value_or(0)));
   out.estimated_head_rows = pg::Int64(r, row, kHeadRows);
+  out.invalid_timestamp_rows = pg::Int64(r, row, kInvalid);
   out.janitor.last_sweep_started_at = OptTime(r, row, kSweepStarted);
   out.janitor.last_sweep_finished_at = OptTime(r, row, kSweepFinished);
   out.janitor.last_success_at = OptTime(r, row, kSuccess);
@@ -340,13 +390,6 @@ bool TopicExists(ClientCore& core, pg::Session s, std::int64_t id) {
   } catch (const DatabaseError& e) {
     RethrowSchemaMissing(core, kListOp, e);
   }
-}
-
-// Errors that concern one topic's own tables rather than the connection or
-// the whole schema: undefined table or column, no privilege on them (class
-// 42, "syntax error or access rule violation", of a statement that is ours).
-bool IsTopicFault(const DatabaseError& e) {
-  return e.sqlstate().starts_with("42");
 }
 
 // Appends one topic's stats to `out`, on its own statement. A topic whose
@@ -424,7 +467,8 @@ std::vector<TopicOverview> ListStats(ClientCore& core,
       ListChunk(core, s, rest.first(n), options.exact_count_limit, out);
       EstimateOverLimit(kListOp, core, s, std::span(out).subspan(start),
                         options.exact_count_limit);
-      AddCleanerStats(kListOp, core, s, std::span(out).subspan(start));
+      AddCleanerStats(kListOp, core, s, std::span(out).subspan(start),
+                      /*isolate=*/true);
       rest = rest.subspan(n);
     }
   });
@@ -440,7 +484,7 @@ TopicStats GetTopicStats(ClientCore& core, const std::string& topic,
     TopicOverview one{t, {}, {}};
     // The log's figures first, so that the headless statement is the
     // connection's last (what pg_stat_activity shows of it).
-    AddCleanerStats(kOp, core, s, std::span(&one, 1));
+    AddCleanerStats(kOp, core, s, std::span(&one, 1), /*isolate=*/false);
     const TopicStats headless = QueryStats(
         kOp, core, s, t, options.exact_count_limit, /*with_version=*/false);
     CopyHeadless(headless, one.stats);

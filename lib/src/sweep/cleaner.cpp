@@ -19,6 +19,13 @@ std::string Cutoff(const detail::ClientCore& core, const char* column) {
          ".topic t WHERE t.id = $1)";
 }
 
+// A created_at this far past the server's clock was planted (the column is
+// the server's; a concurrent producer's is at most a batch ahead): such a
+// message is never due, so the walks pass it instead of stopping before it
+// (an 'infinity' row would stop the cleaner for good). It is kept: neither
+// walk nor the older-versions lookup deletes it.
+constexpr const char* kFuture = "pg_catalog.now() + interval '1 hour'";
+
 // "Is message `m` its key's head" as the statement's snapshot sees it.
 std::string IsHead(const detail::ClientCore& core, std::int64_t topic_id,
                    const std::string& m) {
@@ -31,13 +38,39 @@ std::string IsHead(const detail::ClientCore& core, std::int64_t topic_id,
 // whether the batch was full. `stop` is the first id it must not pass (a
 // message inside its retention, or one it could not lock), NULL when none.
 // The frontier is the last id passed; never below the batch's start ($2).
-constexpr const char* kFrontierColumns =
+constexpr const char* kFrontier =
     "CASE WHEN (SELECT id FROM stop) IS NULL "
     "THEN coalesce((SELECT max(id) FROM scan), $2::bigint) "
-    "ELSE greatest($2::bigint, (SELECT id FROM stop) - 1) END, "
-    "(SELECT pg_catalog.count(*) FROM scan) = $3::bigint "
-    "AND (SELECT id FROM stop) IS NULL, "
-    "pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text";
+    "ELSE greatest($2::bigint, (SELECT id FROM stop) - 1) END";
+std::string FrontierColumns() {
+  return std::string(kFrontier) +
+         ", (SELECT pg_catalog.count(*) FROM scan) = $3::bigint "
+         "AND (SELECT id FROM stop) IS NULL, "
+         "pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text";
+}
+
+// For the lag (TopicStats::cleaner_lag): the created_at of the first
+// message past where this step left the walk that is either removable (out
+// of retention, not its key's head) or not yet due, skipping heads and
+// planted future rows, among at most kLagProbeRows messages. Lazily
+// evaluated (no MATERIALIZED): one descent of the primary key and one head
+// lookup per row read, stopping at the first match, which is the next row
+// of a backlog. NULL when the log ends or kLagProbeRows heads come first:
+// the lag then reads from the batch's time, a lower bound, until the walk
+// gets past them. Rows this statement deletes are all at or below the
+// frontier, so its snapshot seeing them does not matter.
+constexpr int kLagProbeRows = 1000;
+
+std::string NextDue(const detail::ClientCore& core, std::int64_t topic_id,
+                    const std::string& cutoff) {
+  return "(SELECT p.created_at::text FROM (SELECT n.id, n.message_key, "
+         "n.created_at FROM " +
+         core.MessageTable(topic_id) + " n WHERE n.id > (" + kFrontier +
+         ") ORDER BY n.id LIMIT " + std::to_string(kLagProbeRows) +
+         ") p WHERE p.created_at <= " + kFuture +
+         " AND (p.created_at >= " + cutoff + " OR NOT " +
+         IsHead(core, topic_id, "p") + ") ORDER BY p.id LIMIT 1)";
+}
 
 }  // namespace
 
@@ -146,10 +179,12 @@ CleanerBatches::Step CleanerBatches::TombstoneStep(pg::Session s,
       s, kOperation,
       "/* compaction:CompactLog:tombstones */ WITH scan AS MATERIALIZED ("
       "SELECT m.id, m.message_key, m.created_at < " +
-          Cutoff(core_, "tombstone_retention_ms") + " AS old FROM " + message +
+          Cutoff(core_, "tombstone_retention_ms") + " AS old, m.created_at > " +
+          kFuture + " AS future FROM " + message +
           " m WHERE m.payload IS NULL AND m.id > $2::bigint "
           "ORDER BY m.id LIMIT $3::bigint), "
-          "young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), "
+          "young AS (SELECT pg_catalog.min(id) AS id FROM scan "
+          "WHERE NOT old AND NOT future), "
           "due AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s "
           "WHERE s.old AND s.id < coalesce((SELECT id FROM young), " +
           kForever + ") AND " + IsHead(core_, topic_id, "s") +
@@ -175,7 +210,7 @@ CleanerBatches::Step CleanerBatches::TombstoneStep(pg::Session s,
           "(SELECT 1 FROM locked l WHERE l.head_id = d.id))) AS id) "
           "SELECT (SELECT pg_catalog.count(*) FROM gone), "
           "(SELECT pg_catalog.count(*) FROM expired), " +
-          kFrontierColumns,
+          FrontierColumns(),
       pg::Params()
           .Add(topic_id)
           .Add(tombstones_.at)
@@ -204,11 +239,13 @@ CleanerBatches::Step CleanerBatches::MessageStep(pg::Session s,
       s, kOperation,
       "/* compaction:CompactLog:messages */ WITH scan AS MATERIALIZED ("
       "SELECT m.id, m.message_key, m.created_at, m.created_at < " +
-          cutoff + " AS old FROM " + message +
+          cutoff + " AS old, m.created_at > " + kFuture + " AS future FROM " +
+          message +
           " m WHERE m.id > $2::bigint ORDER BY m.id LIMIT $3::bigint), "
-          "young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), "
+          "young AS (SELECT pg_catalog.min(id) AS id FROM scan "
+          "WHERE NOT old AND NOT future), "
           "considered AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s "
-          "WHERE s.id < coalesce((SELECT id FROM young), " +
+          "WHERE s.old AND s.id < coalesce((SELECT id FROM young), " +
           kForever +
           ")), "
           "cand AS MATERIALIZED (SELECT c.id FROM considered c WHERE NOT " +
@@ -233,9 +270,7 @@ CleanerBatches::Step CleanerBatches::MessageStep(pg::Session s,
           "(SELECT pg_catalog.min(c.id) FROM cand c WHERE NOT EXISTS "
           "(SELECT 1 FROM locked l WHERE l.id = c.id))) AS id) "
           "SELECT (SELECT pg_catalog.count(*) FROM gone), 0::bigint, " +
-          kFrontierColumns +
-          ", (SELECT n.created_at::text FROM scan n WHERE n.id >= "
-          "(SELECT id FROM stop) ORDER BY n.id LIMIT 1)",
+          FrontierColumns() + ", " + NextDue(core_, topic_id, cutoff),
       pg::Params()
           .Add(topic_id)
           .Add(messages_.at)
