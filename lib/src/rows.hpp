@@ -29,6 +29,14 @@ inline std::string Micros(const std::string& column) {
          "'2200-01-01 00:00+00'::timestamptz) END) * 1e6)::bigint";
 }
 
+// Micros without the clamp, for the per-topic stats statement, which must
+// stay short enough to show whole in pg_stat_activity (its bookkeeping
+// columns are the sweeps' own; a planted infinity there fails that one
+// topic's figures, and a listing reports the error for it alone).
+inline std::string ShortMicros(const std::string& column) {
+  return "(extract(epoch FROM " + column + ") * 1e6)::bigint";
+}
+
 inline const std::string kMessageColumns =
     "m.id, m.message_key, m.schema_version, m.compaction_rank, " +
     Micros("m.created_at") + ", m.payload::text";

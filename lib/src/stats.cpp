@@ -44,8 +44,7 @@ enum Col {
   kLastError,
   kClaimedBy,
   kClaimedUntil,
-  kFingerprint,  // with_version only, else NULL
-  kInvalid,
+  kFingerprint,  // with_version only
 };
 
 // Stored timestamps no reader can use: the server's columns hold neither
@@ -110,19 +109,14 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          head + " o WHERE o.idle_since > " + kBadBefore +
          " ORDER BY o.idle_since LIMIT 1)) * 1e3)::bigint, "
          "greatest(hc.reltuples, 0)::bigint, " +
-         Micros("j.last_sweep_started_at") + ", " +
-         Micros("j.last_sweep_finished_at") + ", " +
-         Micros("j.last_success_at") +
+         ShortMicros("j.last_sweep_started_at") + ", " +
+         ShortMicros("j.last_sweep_finished_at") + ", " +
+         ShortMicros("j.last_success_at") +
          ", j.last_deleted_rows, j.total_deleted_rows, j.last_error, "
          "CASE WHEN j.claimed_until > pg_catalog.now() THEN j.claimed_by END, "
          "CASE WHEN j.claimed_until > pg_catalog.now() THEN " +
-         Micros("j.claimed_until") + " END" +
-         (with_version ? ", pg_catalog.to_jsonb(v) ->> 'fingerprint'"
-                       : ", NULL") +
-         ", (SELECT pg_catalog.count(*) FROM " + head +
-         " b WHERE b.idle_since "
-         "= " +
-         kBadBefore + " OR b.idle_since > " + kBadAfter + ")" +
+         ShortMicros("j.claimed_until") + " END" +
+         (with_version ? ", pg_catalog.to_jsonb(v) ->> 'fingerprint'" : "") +
          " FROM (SELECT pg_catalog.count(*) n FROM (SELECT FROM " + head +
          " h WHERE h.idle_since IS NOT NULL LIMIT " +
          std::to_string(limit + 1) +
@@ -208,6 +202,49 @@ void EstimateOverLimit(const char* operation, ClientCore& core, pg::Session s,
   }
 }
 
+// TopicStats::invalid_timestamp_rows of `topics`, one statement for all of
+// them: two range descents of each one's
+// idle_since index. Apart from the stats statement, which must stay short
+// (see StatsSelect). A topic destroyed meanwhile fails the statement
+// (42P01); the figures then stay 0 until the next call rather than failing
+// the stats.
+// `if_headless`: only the topics whose headless rows are counted already
+// and not 0 (a listing); otherwise every topic.
+void CountInvalid(const char* operation, ClientCore& core, pg::Session s,
+                  std::span<TopicOverview> topics, bool if_headless) {
+  std::string select;
+  for (const TopicOverview& t : topics) {
+    if (!t.error.empty() || (if_headless && t.stats.headless_rows == 0)) {
+      continue;
+    }
+    if (!select.empty()) select += " UNION ALL ";
+    select += "SELECT " + std::to_string(t.info.id) +
+              "::bigint, pg_catalog.count(*) FROM " +
+              core.HeadTable(t.info.id) +
+              " b WHERE b.idle_since = " + kBadBefore + " OR b.idle_since > " +
+              kBadAfter;
+  }
+  if (select.empty()) return;
+  pg::Result r;
+  try {
+    r = pg::ExecScript(s, operation,
+                       "SET LOCAL enable_seqscan = off; /* compaction:Stats "
+                       "invalid */ " +
+                           select);
+  } catch (const DatabaseError& e) {
+    if (!e.sqlstate().starts_with("42")) throw;
+    return;
+  }
+  std::unordered_map<std::int64_t, std::int64_t> rows;
+  for (int row = 0; row < PQntuples(r.get()); ++row) {
+    rows.emplace(pg::Int64(r.get(), row, 0), pg::Int64(r.get(), row, 1));
+  }
+  for (TopicOverview& t : topics) {
+    const auto it = rows.find(t.info.id);
+    if (it != rows.end()) t.stats.invalid_timestamp_rows = it->second;
+  }
+}
+
 // The log's figures for `topics`, one statement for all of them: the
 // cleaner's bookkeeping (log_cleaner_state), its lag from the server clock,
 // and the message table's estimated size (as in kEstimateSql: density at
@@ -276,7 +313,6 @@ void CopyHeadless(const TopicStats& from, TopicStats& to) {
   to.headless_rows_estimated = from.headless_rows_estimated;
   to.oldest_headless_age = from.oldest_headless_age;
   to.estimated_head_rows = from.estimated_head_rows;
-  to.invalid_timestamp_rows = from.invalid_timestamp_rows;
   to.janitor = from.janitor;
 }
 
@@ -357,7 +393,6 @@ TopicStats ParseStats(const char* operation, const TopicInfo& topic,
   out.oldest_headless_age = std::chrono::milliseconds(
       std::max<std::int64_t>(0, pg::OptInt64(r, row, kOldestMs).value_or(0)));
   out.estimated_head_rows = pg::Int64(r, row, kHeadRows);
-  out.invalid_timestamp_rows = pg::Int64(r, row, kInvalid);
   out.janitor.last_sweep_started_at = OptTime(r, row, kSweepStarted);
   out.janitor.last_sweep_finished_at = OptTime(r, row, kSweepFinished);
   out.janitor.last_success_at = OptTime(r, row, kSuccess);
@@ -467,6 +502,8 @@ std::vector<TopicOverview> ListStats(ClientCore& core,
       ListChunk(core, s, rest.first(n), options.exact_count_limit, out);
       EstimateOverLimit(kListOp, core, s, std::span(out).subspan(start),
                         options.exact_count_limit);
+      CountInvalid(kListOp, core, s, std::span(out).subspan(start),
+                   /*if_headless=*/true);
       AddCleanerStats(kListOp, core, s, std::span(out).subspan(start),
                       /*isolate=*/true);
       rest = rest.subspan(n);
@@ -485,6 +522,7 @@ TopicStats GetTopicStats(ClientCore& core, const std::string& topic,
     // The log's figures first, so that the headless statement is the
     // connection's last (what pg_stat_activity shows of it).
     AddCleanerStats(kOp, core, s, std::span(&one, 1), /*isolate=*/false);
+    CountInvalid(kOp, core, s, std::span(&one, 1), /*if_headless=*/false);
     const TopicStats headless = QueryStats(
         kOp, core, s, t, options.exact_count_limit, /*with_version=*/false);
     CopyHeadless(headless, one.stats);
