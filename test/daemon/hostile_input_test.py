@@ -8,6 +8,8 @@ planted_timestamps: rows with timestamps no server clock wrote ('infinity',
 blind neither `compactiond stats` nor /metrics, for their topic or others.
 cleaner_lag_backlog: issue 23's probe of the cleaner lag (a backlog walked
 in batches of 100 with 1 s pauses reads as the backlog, not 0).
+scarce_slots: issue 23's probe of connection scarcity (a login with one
+free slot: no /readyz flaps, sweeps go on, a quiet log).
 config_hostile: the config file symlinked to /dev/zero, a FIFO, a file over
 1 MiB: refused at start and on SIGHUP with a clear error, the daemon stays
 healthy, memory does not grow, SIGTERM works during and after.
@@ -207,6 +209,72 @@ def test_cleaner_lag_backlog():
         drop_schema(schema)
 
 
+# --- connection scarcity ------------------------------------------------------------
+
+def test_scarce_slots():
+    """Issue 23's probe of connection scarcity, with a role's CONNECTION
+    LIMIT (the same 53300 refusal as max_connections): the daemon's login
+    may open 4 connections, 2 are held elsewhere; LISTEN takes one, the pool
+    of 4 gets one. It must keep sweeping with the one it has, stay ready,
+    and not log at every refusal."""
+    schema = f"d_scarce_{os.getpid()}"
+    app = f"cd_scarce_{os.getpid()}"
+    role = f"scarce_{os.getpid()}"
+    setup_schema(ARGS.binary, schema)
+    psql(f"DROP ROLE IF EXISTS {role}")
+    psql(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 4; "
+         f"GRANT {os.environ.get('PGUSER', 'postgres')} TO {role}")
+    env = dict(os.environ, PGUSER=role)
+    holders = []
+    daemon = None
+    try:
+        ids = [register(ARGS.binary, schema, f"t{i}", "1s") for i in range(3)]
+        for i in range(2):
+            holders.append(subprocess.Popen(
+                ["psql", "-X", "-q", "-c", "SELECT pg_sleep(120)"],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for(lambda: int(scalar(
+            f"SELECT count(*) FROM pg_stat_activity WHERE usename = '{role}'"
+        )) == 2, 10, "two slots held")
+        daemon = Daemon(ARGS.binary, run_args(schema, app, "--pool-size", "4"),
+                        env=env, name="scarce")
+        daemon.start()
+        daemon.wait_ready(30)
+        lines_before = len(daemon.log_lines())
+        for tid in ids:
+            psql(f"""INSERT INTO "{schema}".compaction_head_{tid}
+                     (message_key, created_at, updated_at, idle_since)
+                     SELECT 'h' || g, now() - interval '1 hour',
+                            now() - interval '1 hour', now() - interval '1 hour'
+                     FROM generate_series(1, 50) g""")
+        flaps = 0
+        last = 200
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            status = daemon.get("/readyz")[0]
+            if status != last:
+                flaps += 1
+                last = status
+            time.sleep(0.1)
+        lines = len(daemon.log_lines()) - lines_before
+        left = sum(int(scalar(f"""SELECT count(*) FROM
+                                  "{schema}".compaction_head_{tid}"""))
+                   for tid in ids)
+        log(f"20 s with one slot for the pool: {flaps} /readyz changes, {lines} log "
+            f"lines, {left} of 150 expired rows left")
+        check(flaps == 0, f"/readyz changed {flaps} times")
+        check(left == 0, f"{left} expired rows not swept")
+        check(lines <= 20, f"{lines} log lines in 20 s")
+    finally:
+        if daemon:
+            daemon.stop()
+        for h in holders:
+            h.kill()
+            h.wait()
+        drop_schema(schema)
+        psql(f"DROP ROLE IF EXISTS {role}", check_rc=False)
+
+
 # --- a hostile config file --------------------------------------------------------
 
 def conf_text(schema, app):
@@ -319,6 +387,7 @@ TESTS = {
     "planted_timestamps": test_planted_timestamps,
     "config_hostile": test_config_hostile,
     "cleaner_lag_backlog": test_cleaner_lag_backlog,
+    "scarce_slots": test_scarce_slots,
 }
 
 
