@@ -37,6 +37,13 @@ std::string ReadConfigFile(const std::string& path) {
     throw ConfigError(what + ": " + std::strerror(errno));
   }
   if (!S_ISREG(st.st_mode)) {
+    // /dev/null (through any link) reads as an empty file, which is what
+    // `--config /dev/null` means: no file settings.
+    struct stat null {};
+    if (S_ISCHR(st.st_mode) && ::stat("/dev/null", &null) == 0 &&
+        S_ISCHR(null.st_mode) && st.st_rdev == null.st_rdev) {
+      return "";
+    }
     throw ConfigError(what + ": not a regular file");
   }
   const std::string too_large = what + ": larger than " +

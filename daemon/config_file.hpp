@@ -12,7 +12,7 @@ namespace compactiond {
 constexpr std::size_t kMaxConfigFileBytes = 1 << 20;
 
 // The whole text of `path`, or a ConfigError when it is not a regular file
-// (after symlinks), is larger than kMaxConfigFileBytes, or cannot be read.
+// (after symlinks; /dev/null reads as empty), is larger than kMaxConfigFileBytes, or cannot be read.
 // Opening never blocks (O_NONBLOCK: a FIFO without a writer is refused by
 // its type, not waited for).
 std::string ReadConfigFile(const std::string& path);
