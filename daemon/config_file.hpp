@@ -12,9 +12,9 @@ namespace compactiond {
 constexpr std::size_t kMaxConfigFileBytes = 1 << 20;
 
 // The whole text of `path`, or a ConfigError when it is not a regular file
-// (after symlinks; /dev/null reads as empty), is larger than kMaxConfigFileBytes, or cannot be read.
-// Opening never blocks (O_NONBLOCK: a FIFO without a writer is refused by
-// its type, not waited for).
+// (after symlinks; /dev/null reads as empty), is larger than
+// kMaxConfigFileBytes, or cannot be read. Opening never blocks (O_NONBLOCK: a
+// FIFO without a writer is refused by its type, not waited for).
 std::string ReadConfigFile(const std::string& path);
 
 }  // namespace compactiond
