@@ -181,7 +181,7 @@ def test_cleaner_lag_backlog():
         daemon.wait_ready()
         wait_for(lambda: int(scalar(
             f"""SELECT count(*) FROM "{schema}".message_{tid}""")) < 100000,
-                 20, "the first cleaner batch")
+                 60, "the first cleaner batch")
         time.sleep(2)  # a statistics refresh after it
         samples = []
         deadline = time.monotonic() + 30
