@@ -98,7 +98,8 @@ def test_planted_timestamps():
         check(by_topic["good"]["headless_oldest_age_seconds"] >= 590,
               f"good topic: {by_topic['good']}")
 
-        daemon = Daemon(ARGS.binary, run_args(schema, app), name="planted")
+        daemon = Daemon(ARGS.binary, run_args(
+            schema, app, "--cleaner-max-interval", "2s"), name="planted")
         daemon.start()
         daemon.wait_ready()
         wait_for(lambda: (daemon.metric("compaction_headless_oldest_age_seconds",
@@ -115,7 +116,7 @@ def test_planted_timestamps():
         # head) go, the planted ones stay.
         wait_for(lambda: int(scalar(
             f"""SELECT count(*) FROM "{schema}".message_{bad}
-                WHERE message_key = 'a'""")) == 0, 20,
+                WHERE message_key = 'a'""")) == 0, 60,
                  "the cleaner to pass the planted messages")
         check(int(scalar(f"""SELECT count(*) FROM "{schema}".message_{bad}"""))
               == 2, "the planted messages are kept")
