@@ -38,13 +38,14 @@ App::App(std::vector<std::string> args, Invocation invocation)
     : args_(std::move(args)),
       invocation_(std::move(invocation)),
       settings_(invocation_.settings),
-      probe_(Version()),
+      probe_(Version(), settings_.metrics_per_topic),
       signals_(io_, SIGTERM, SIGINT, SIGHUP),
       watchdog_timer_(io_),
       shutdown_timer_(io_) {}
 
 App::~App() {
   if (canceller_.joinable()) canceller_.join();
+  if (reload_thread_.joinable()) reload_thread_.join();
 }
 
 void App::Build() {
@@ -176,15 +177,45 @@ void App::OnSignal(int signal) {
   BeginShutdown(signal);
 }
 
+// Reads the configuration on a thread of its own and applies it on the
+// event loop, which keeps serving /healthz and signals meanwhile (the file
+// is bounded, but may sit on a slow or hung file system). One read at a
+// time; a SIGHUP during it asks for one more read after it.
 void App::Reload() {
-  Invocation fresh;
-  try {
-    fresh = ParseInvocation(args_);
-  } catch (const ConfigError& e) {
-    LogError("app", "reload failed; keeping the running configuration",
-             {{"error", e.what()}});
+  if (reloading_) {
+    reload_again_ = true;
     return;
   }
+  reloading_ = true;
+  if (reload_thread_.joinable()) reload_thread_.join();  // ended already
+  reload_thread_ = std::thread([this] {
+    auto fresh = std::make_shared<Invocation>();
+    std::string error;
+    try {
+      *fresh = ParseInvocation(args_);
+    } catch (const ConfigError& e) {
+      error = e.what();
+    } catch (const std::exception& e) {
+      error = std::string("cannot read the configuration: ") + e.what();
+    }
+    asio::post(io_, [this, fresh, error] {
+      reloading_ = false;
+      if (stopping_) return;
+      if (error.empty()) {
+        Apply(std::move(*fresh));
+      } else {
+        LogError("app", "reload failed; keeping the running configuration",
+                 {{"error", error}});
+      }
+      if (reload_again_) {
+        reload_again_ = false;
+        Reload();
+      }
+    });
+  });
+}
+
+void App::Apply(Invocation fresh) {
   // The settings table says which keys only a restart applies; those keep
   // their running value, so later comparisons stay honest.
   ReloadPlan plan = PlanReload(settings_, fresh.settings);

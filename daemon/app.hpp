@@ -49,6 +49,7 @@ class App {
   void WaitForSignal();
   void OnSignal(int signal);
   void Reload();
+  void Apply(Invocation fresh);
   void OnTopics(Outcome<std::vector<compaction::TopicInfo>>& outcome);
   void UpdateReady();
   HttpResponse Handle(const std::string& path);
@@ -76,6 +77,9 @@ class App {
   bool topics_loaded_ = false;
   bool ready_ = false;
   bool stopping_ = false;
+  bool reloading_ = false;     // a reload thread is reading
+  bool reload_again_ = false;  // a SIGHUP came during that read
+  std::thread reload_thread_;
   std::atomic<bool> sweeps_done_{false};
   std::thread canceller_;
 };

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "daemon/config_file.hpp"
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
 #include "daemon/suggest.hpp"
@@ -193,6 +194,12 @@ LogLevel ToLogLevel(const std::string& key, const std::string& v) {
   return *level;
 }
 
+MetricsDetail ToMetricsDetail(const std::string& key, const std::string& v) {
+  if (v == "basic") return MetricsDetail::kBasic;
+  if (v == "detail") return MetricsDetail::kDetail;
+  Invalid(key, v, "expected basic or detail");
+}
+
 // An integer parser bounded to [lo, hi], typed as the member it fills.
 template <typename T>
 auto IntIn(T lo, T hi) {
@@ -209,6 +216,9 @@ std::string Format(bool v) { return v ? "true" : "false"; }
 std::string Format(std::int64_t v) { return std::to_string(v); }
 std::string Format(Millis v) { return FormatDuration(v); }
 std::string Format(LogLevel v) { return std::string(LogLevelName(v)); }
+std::string Format(MetricsDetail v) {
+  return v == MetricsDetail::kDetail ? "detail" : "basic";
+}
 // Shortest form that reads back the same: 0.1, 0.5, 1.
 std::string Format(double v) {
   char buf[32];
@@ -333,6 +343,10 @@ const std::vector<SettingSpec>& SettingTable() {
               &S::shutdown_timeout, ToTimer),
       Setting("log-level", "debug, info, warn or error", &S::log_level,
               ToLogLevel),
+      Setting("metrics-per-topic",
+              "basic: per-topic series only for what alerts need, the rest "
+              "summed; detail: every series per topic",
+              &S::metrics_per_topic, ToMetricsDetail, kRestart),
   };
   return table;
 }
@@ -481,8 +495,7 @@ std::string TrimSpace(const std::string& s) {
 // prefixes the keys after it, "key = value", the last value of a key wins)
 // and a bad line is reported by its number only.
 Values ParseFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError("config: cannot read config file '" + path + "'");
+  std::istringstream in(ReadConfigFile(path));
   const std::string where = "config file '" + path + "' line ";
   Values out;
   std::string prefix;
@@ -509,9 +522,6 @@ Values ParseFile(const std::string& path) {
                              : ""));
     }
     out[name] = TrimSpace(line.substr(eq + 1));
-  }
-  if (in.bad()) {
-    throw ConfigError("config: cannot read config file '" + path + "'");
   }
   return out;
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "daemon/log.hpp"
+#include "daemon/metrics.hpp"
 
 namespace compactiond {
 
@@ -115,6 +116,8 @@ struct Settings {
   Millis reconnect_max{std::chrono::seconds(10)};
   Millis shutdown_timeout{std::chrono::seconds(5)};
   LogLevel log_level = LogLevel::kInfo;
+  // Which series of /metrics carry the topic label (MetricsDetail).
+  MetricsDetail metrics_per_topic = MetricsDetail::kBasic;
 };
 
 // Where a setting's effective value came from.

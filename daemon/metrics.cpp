@@ -12,78 +12,17 @@
 #include <mutex>
 #include <sstream>
 
+#include "daemon/metrics_series.hpp"
+
 namespace compactiond {
 namespace {
 
-double UnixNow() {
-  return std::chrono::duration<double>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-prometheus::Histogram::BucketBoundaries DurationBuckets() {
-  // Sweeps range from a millisecond (nothing to do) to many seconds (a
-  // backlog of max-batches full batches).
-  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
-}
-
-// A retention as seconds; kKeepForever is +Inf.
-double RetentionSeconds(std::chrono::milliseconds d) {
-  if (d == compaction::kKeepForever) {
-    return std::numeric_limits<double>::infinity();
-  }
-  return std::chrono::duration<double>(d).count();
-}
-
-// The families of one kind of run (the headless sweep, the log cleaner):
-// the same shape for both, so dashboards and alerts read them alike.
-struct RunFamilies {
-  prometheus::Family<prometheus::Counter>& deleted;
-  prometheus::Family<prometheus::Counter>& runs;
-  prometheus::Family<prometheus::Counter>& failures;
-  prometheus::Family<prometheus::Counter>& skipped;
-  prometheus::Family<prometheus::Histogram>& duration;
-  prometheus::Family<prometheus::Gauge>& last_success;
-};
-
-// One topic's series of one kind of run.
-struct RunSeries {
-  prometheus::Counter* deleted;
-  prometheus::Counter* runs;
-  prometheus::Counter* failures;
-  prometheus::Counter* skipped;
-  prometheus::Histogram* duration;
-  prometheus::Gauge* last_success;
-
-  static RunSeries Add(RunFamilies& f, const prometheus::Labels& labels) {
-    return RunSeries{&f.deleted.Add(labels),
-                     &f.runs.Add(labels),
-                     &f.failures.Add(labels),
-                     &f.skipped.Add(labels),
-                     &f.duration.Add(labels, DurationBuckets()),
-                     &f.last_success.Add(labels)};
-  }
-  void Remove(RunFamilies& f) const {
-    f.deleted.Remove(deleted);
-    f.runs.Remove(runs);
-    f.failures.Remove(failures);
-    f.skipped.Remove(skipped);
-    f.duration.Remove(duration);
-    f.last_success.Remove(last_success);
-  }
-  void Finished(std::int64_t rows, std::chrono::duration<double> took,
-                bool complete) const {
-    runs->Increment();
-    deleted->Increment(static_cast<double>(rows));
-    duration->Observe(took.count());
-    if (complete) last_success->Set(UnixNow());
-  }
-  void Failed(std::chrono::duration<double> took) const {
-    runs->Increment();
-    failures->Increment();
-    duration->Observe(took.count());
-  }
-};
+using metrics_internal::DurationBuckets;
+using metrics_internal::GaugePart;
+using metrics_internal::RetentionSeconds;
+using metrics_internal::RunFamilies;
+using metrics_internal::RunSeries;
+using metrics_internal::UnixNow;
 
 // Metric names of the log cleaner's runs, next to the sweep's.
 RunFamilies CleanerFamilies(prometheus::Registry& registry) {
@@ -124,21 +63,23 @@ RunFamilies CleanerFamilies(prometheus::Registry& registry) {
 struct MetricsProbe::Impl {
   struct TopicSeries {
     prometheus::Gauge* headless_rows;
-    prometheus::Gauge* headless_estimated;
+    GaugePart headless_estimated;
     prometheus::Gauge* oldest_age;
     prometheus::Gauge* ttl;
     RunSeries sweep;
-    prometheus::Gauge* retention;
-    prometheus::Gauge* tombstone_retention;
-    prometheus::Gauge* log_messages;
-    prometheus::Gauge* tombstoned_keys;
+    prometheus::Gauge* retention;            // null: basic
+    prometheus::Gauge* tombstone_retention;  // null: basic
+    GaugePart log_messages;
+    GaugePart tombstoned_keys;
     prometheus::Gauge* cleaner_lag;
-    prometheus::Counter* tombstones_expired;
+    prometheus::Counter* tombstones_expired;  // shared: basic
     RunSeries cleaner;
+    GaugePart invalid_rows;
   };
 
-  explicit Impl(const std::string& version)
-      : registry(std::make_shared<prometheus::Registry>()),
+  Impl(const std::string& version, MetricsDetail per_topic)
+      : detail(per_topic == MetricsDetail::kDetail),
+        registry(std::make_shared<prometheus::Registry>()),
         up(prometheus::BuildGauge()
                .Name("compaction_up")
                .Help("Whether the database is reachable (1) or not (0).")
@@ -173,7 +114,8 @@ struct MetricsProbe::Impl {
                 .Name("compaction_headless_rows_estimated")
                 .Help("Whether compaction_headless_rows is an estimate (1: "
                       "more headless rows than the exact-count limit) or "
-                      "an exact count (0).")
+                      "an exact count (0); with metrics-per-topic = basic, "
+                      "unlabelled: how many topics' counts are estimates.")
                 .Register(*registry)),
         oldest_age(prometheus::BuildGauge()
                        .Name("compaction_headless_oldest_age_seconds")
@@ -225,12 +167,15 @@ struct MetricsProbe::Impl {
                          .Name("compaction_log_messages")
                          .Help("Estimated messages in the topic's log (the "
                                "planner's estimate), as of the last "
-                               "statistics refresh.")
+                               "statistics refresh (summed over topics with "
+                               "metrics-per-topic = basic).")
                          .Register(*registry)),
         tombstoned_keys(prometheus::BuildGauge()
                             .Name("compaction_tombstoned_keys")
                             .Help("Keys whose head is a tombstone, as the "
-                                  "log cleaner's last pass counted them.")
+                                  "log cleaner's last pass counted them "
+                                  "(summed over topics with "
+                                  "metrics-per-topic = basic).")
                             .Register(*registry)),
         cleaner_lag(prometheus::BuildGauge()
                         .Name("compaction_cleaner_lag_seconds")
@@ -245,6 +190,13 @@ struct MetricsProbe::Impl {
                       "expired (their keys' rows turned headless).")
                 .Register(*registry)),
         cleaner(CleanerFamilies(*registry)),
+        invalid_rows(prometheus::BuildGauge()
+                         .Name("compaction_invalid_timestamp_rows")
+                         .Help("Headless rows whose idle_since no server "
+                               "clock wrote (infinite, or over an hour "
+                               "ahead), which the janitor never expires, "
+                               "as of the last statistics refresh.")
+                         .Register(*registry)),
         stats_failures(prometheus::BuildCounter()
                            .Name("compaction_stats_refresh_failures_total")
                            .Help("Failed refreshes of the topic statistics.")
@@ -277,6 +229,7 @@ struct MetricsProbe::Impl {
     return it == series.end() ? nullptr : &it->second;
   }
 
+  const bool detail;  // metrics-per-topic = detail
   std::shared_ptr<prometheus::Registry> registry;
   prometheus::Gauge& up;
   prometheus::Gauge& ready;
@@ -294,6 +247,7 @@ struct MetricsProbe::Impl {
   prometheus::Family<prometheus::Gauge>& cleaner_lag;
   prometheus::Family<prometheus::Counter>& tombstones_expired;
   RunFamilies cleaner;
+  prometheus::Family<prometheus::Gauge>& invalid_rows;
   prometheus::Counter& stats_failures;
   prometheus::Gauge& stats_last;
   prometheus::Gauge& stats_unreadable;
@@ -302,8 +256,8 @@ struct MetricsProbe::Impl {
   std::map<std::string, TopicSeries> series;
 };
 
-MetricsProbe::MetricsProbe(const std::string& version)
-    : impl_(std::make_unique<Impl>(version)) {}
+MetricsProbe::MetricsProbe(const std::string& version, MetricsDetail detail)
+    : impl_(std::make_unique<Impl>(version, detail)) {}
 
 MetricsProbe::~MetricsProbe() = default;
 
@@ -322,28 +276,33 @@ void MetricsProbe::AddTopic(const compaction::TopicInfo& info) {
   if (s == nullptr) {
     const prometheus::Labels labels{{"topic", topic}};
     Impl& m = *impl_;
+    const bool d = m.detail;
     s = &m.series
              .emplace(topic,
                       Impl::TopicSeries{
                           &m.headless_rows.Add(labels),
-                          &m.headless_estimated.Add(labels),
+                          GaugePart::Add(m.headless_estimated, labels, d),
                           &m.oldest_age.Add(labels),
                           &m.ttl.Add(labels),
-                          RunSeries::Add(m.sweep, labels),
-                          &m.retention.Add(labels),
-                          &m.tombstone_retention.Add(labels),
-                          &m.log_messages.Add(labels),
-                          &m.tombstoned_keys.Add(labels),
+                          RunSeries::Add(m.sweep, labels, d),
+                          d ? &m.retention.Add(labels) : nullptr,
+                          d ? &m.tombstone_retention.Add(labels) : nullptr,
+                          GaugePart::Add(m.log_messages, labels, d),
+                          GaugePart::Add(m.tombstoned_keys, labels, d),
                           &m.cleaner_lag.Add(labels),
-                          &m.tombstones_expired.Add(labels),
-                          RunSeries::Add(m.cleaner, labels),
+                          &m.tombstones_expired.Add(d ? labels
+                                                      : prometheus::Labels{}),
+                          RunSeries::Add(m.cleaner, labels, d),
+                          GaugePart::Add(m.invalid_rows, labels, d),
                       })
              .first->second;
     impl_->topics.Set(static_cast<double>(impl_->series.size()));
   }
   s->ttl->Set(std::chrono::duration<double>(info.headless_ttl).count());
-  s->retention->Set(RetentionSeconds(info.retention));
-  s->tombstone_retention->Set(RetentionSeconds(info.tombstone_retention));
+  if (s->retention != nullptr) {
+    s->retention->Set(RetentionSeconds(info.retention));
+    s->tombstone_retention->Set(RetentionSeconds(info.tombstone_retention));
+  }
 }
 
 void MetricsProbe::RemoveTopic(const std::string& topic) {
@@ -352,17 +311,20 @@ void MetricsProbe::RemoveTopic(const std::string& topic) {
   if (s == nullptr) return;
   Impl& m = *impl_;
   m.headless_rows.Remove(s->headless_rows);
-  m.headless_estimated.Remove(s->headless_estimated);
+  s->headless_estimated.Remove(m.headless_estimated);
   m.oldest_age.Remove(s->oldest_age);
   m.ttl.Remove(s->ttl);
   s->sweep.Remove(m.sweep);
-  m.retention.Remove(s->retention);
-  m.tombstone_retention.Remove(s->tombstone_retention);
-  m.log_messages.Remove(s->log_messages);
-  m.tombstoned_keys.Remove(s->tombstoned_keys);
+  if (s->retention != nullptr) {
+    m.retention.Remove(s->retention);
+    m.tombstone_retention.Remove(s->tombstone_retention);
+  }
+  s->log_messages.Remove(m.log_messages);
+  s->tombstoned_keys.Remove(m.tombstoned_keys);
   m.cleaner_lag.Remove(s->cleaner_lag);
-  m.tombstones_expired.Remove(s->tombstones_expired);
+  if (m.detail) m.tombstones_expired.Remove(s->tombstones_expired);
   s->cleaner.Remove(m.cleaner);
+  s->invalid_rows.Remove(m.invalid_rows);
   m.series.erase(topic);
   m.topics.Set(static_cast<double>(m.series.size()));
 }
@@ -379,7 +341,7 @@ void MetricsProbe::SetHeadless(const std::string& topic, std::int64_t rows,
   Impl::TopicSeries* s = impl_->Find(topic);
   if (s == nullptr) return;
   s->headless_rows->Set(static_cast<double>(rows));
-  s->headless_estimated->Set(estimated ? 1 : 0);
+  s->headless_estimated.Set(estimated ? 1 : 0);
   s->oldest_age->Set(std::chrono::duration<double>(oldest_age).count());
 }
 
@@ -404,14 +366,21 @@ void MetricsProbe::SweepSkipped(const std::string& topic) {
   if (s != nullptr) s->sweep.skipped->Increment();
 }
 
+void MetricsProbe::SetInvalidTimestampRows(const std::string& topic,
+                                           std::int64_t rows) {
+  std::lock_guard lock(impl_->mu);
+  Impl::TopicSeries* s = impl_->Find(topic);
+  if (s != nullptr) s->invalid_rows.Set(static_cast<double>(rows));
+}
+
 void MetricsProbe::SetLog(const std::string& topic, std::int64_t messages,
                           std::int64_t tombstoned_keys,
                           std::chrono::milliseconds cleaner_lag) {
   std::lock_guard lock(impl_->mu);
   Impl::TopicSeries* s = impl_->Find(topic);
   if (s == nullptr) return;
-  s->log_messages->Set(static_cast<double>(messages));
-  s->tombstoned_keys->Set(static_cast<double>(tombstoned_keys));
+  s->log_messages.Set(static_cast<double>(messages));
+  s->tombstoned_keys.Set(static_cast<double>(tombstoned_keys));
   s->cleaner_lag->Set(std::chrono::duration<double>(cleaner_lag).count());
 }
 

@@ -15,9 +15,17 @@
 
 namespace compactiond {
 
+// metrics-per-topic: which series carry the `topic` label. kBasic keeps
+// per topic what alerts and an operator's first look need (headless rows
+// and oldest age, the TTL, the cleaner lag, the last successes, failures
+// of topics that failed) and sums the rest over all topics in one
+// unlabelled series per name; kDetail labels every series by topic (about
+// 52 lines per topic: 34 MB of text at 10,000 topics).
+enum class MetricsDetail { kBasic, kDetail };
+
 class MetricsProbe {
  public:
-  explicit MetricsProbe(const std::string& version);
+  MetricsProbe(const std::string& version, MetricsDetail detail);
   ~MetricsProbe();
   MetricsProbe(const MetricsProbe&) = delete;
   MetricsProbe& operator=(const MetricsProbe&) = delete;
@@ -46,6 +54,8 @@ class MetricsProbe {
                    std::chrono::duration<double> duration);
   void SweepSkipped(const std::string& topic);
 
+  // TopicStats::invalid_timestamp_rows from a statistics refresh.
+  void SetInvalidTimestampRows(const std::string& topic, std::int64_t rows);
   // The log's figures from a statistics refresh (TopicStats).
   void SetLog(const std::string& topic, std::int64_t messages,
               std::int64_t tombstoned_keys,

@@ -47,8 +47,30 @@ void StatsCache::Publish(
                        t.stats.oldest_headless_age);
     probe_.SetLog(t.info.name, t.stats.estimated_messages,
                   t.stats.tombstoned_keys, t.stats.cleaner_lag);
+    probe_.SetInvalidTimestampRows(t.info.name, t.stats.invalid_timestamp_rows);
+    ReportInvalid(t);
   }
   probe_.StatsRefreshed();
+}
+
+// Logged when a topic's count of planted timestamps changes, not on every
+// refresh.
+void StatsCache::ReportInvalid(const compaction::TopicOverview& t) {
+  const std::int64_t rows = t.stats.invalid_timestamp_rows;
+  auto it = invalid_.find(t.info.name);
+  const std::int64_t before = it == invalid_.end() ? 0 : it->second;
+  if (rows == before) return;
+  if (rows == 0) {
+    invalid_.erase(it);
+    LogInfo("stats", "no more rows with invalid timestamps",
+            {{"topic", t.info.name}});
+    return;
+  }
+  invalid_[t.info.name] = rows;
+  LogWarn("stats",
+          "headless rows with invalid timestamps (never expire; delete them "
+          "by hand)",
+          {{"topic", t.info.name}, {"rows", rows}});
 }
 
 void StatsCache::ReportUnreadable(

@@ -343,19 +343,45 @@ AS $cleaner_is_head_sql$
     '.id)')
 $cleaner_is_head_sql$;
 
--- The frontier columns of both walks (cleaner.cpp, kFrontierColumns).
+-- Where a walk's batch stopped: the last id passed, never below the
+-- batch's start ($2). `stop` is the first id it must not pass.
+CREATE OR REPLACE FUNCTION {schema}.cleaner_frontier_expr_sql()
+  RETURNS text
+  LANGUAGE sql
+  IMMUTABLE
+  SET search_path = pg_catalog, pg_temp
+AS $cleaner_frontier_expr_sql$
+  SELECT 'CASE WHEN (SELECT id FROM stop) IS NULL '
+    'THEN coalesce((SELECT max(id) FROM scan), $2::bigint) '
+    'ELSE greatest($2::bigint, (SELECT id FROM stop) - 1) END'::text
+$cleaner_frontier_expr_sql$;
+
+-- A created_at this far past the server's clock was planted (the column is
+-- the server's; a concurrent producer's is at most a batch ahead): such a
+-- message is never due, so the walks pass it instead of stopping before it
+-- (an 'infinity' row would stop the cleaner for good). It is kept: neither
+-- walk nor the older-versions lookup deletes it.
+CREATE OR REPLACE FUNCTION {schema}.cleaner_future_sql()
+  RETURNS text
+  LANGUAGE sql
+  IMMUTABLE
+  SET search_path = pg_catalog, pg_temp
+AS $cleaner_future_sql$
+  SELECT 'pg_catalog.now() + interval ''1 hour'''::text
+$cleaner_future_sql$;
+
+-- The frontier columns of both walks: the frontier, whether the batch was
+-- full, the snapshot's xmax.
 CREATE OR REPLACE FUNCTION {schema}.cleaner_frontier_sql()
   RETURNS text
   LANGUAGE sql
   IMMUTABLE
   SET search_path = pg_catalog, pg_temp
 AS $cleaner_frontier_sql$
-  SELECT 'CASE WHEN (SELECT id FROM stop) IS NULL '
-    'THEN coalesce((SELECT max(id) FROM scan), $2::bigint) '
-    'ELSE greatest($2::bigint, (SELECT id FROM stop) - 1) END, '
+  SELECT pg_catalog.concat({schema}.cleaner_frontier_expr_sql(), ', '
     '(SELECT pg_catalog.count(*) FROM scan) = $3::bigint '
     'AND (SELECT id FROM stop) IS NULL, '
-    'pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())'::text
+    'pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())')
 $cleaner_frontier_sql$;
 
 -- One batch of the tombstone walk (CleanerBatches::TombstoneStep). It
@@ -388,10 +414,12 @@ BEGIN
   END IF;
   EXECUTE pg_catalog.concat(
     'WITH scan AS MATERIALIZED (SELECT m.id, m.message_key, m.created_at < ',
-    {schema}.cleaner_cutoff_sql('tombstone_retention_ms'), ' AS old FROM ',
+    {schema}.cleaner_cutoff_sql('tombstone_retention_ms'), ' AS old, ',
+    'm.created_at > ', {schema}.cleaner_future_sql(), ' AS future FROM ',
     v_message, ' m WHERE m.payload IS NULL AND m.id > $2::bigint ',
     'ORDER BY m.id LIMIT $3::bigint), ',
-    'young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), ',
+    'young AS (SELECT pg_catalog.min(id) AS id FROM scan ',
+    'WHERE NOT old AND NOT future), ',
     'due AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s ',
     'WHERE s.old AND s.id < coalesce((SELECT id FROM young), ',
     '9223372036854775807::bigint) AND ',
@@ -424,8 +452,17 @@ END
 $clean_tombstones$;
 
 -- One batch of the message walk (CleanerBatches::MessageStep), with the
--- same rule for `p_after`. next_created_at: the created_at of the first
--- message the walk did not pass (NULL: none in the batch).
+-- same rule for `p_after`. next_created_at, for the lag
+-- (TopicStats::cleaner_lag): the created_at of the first message past where
+-- this batch left the walk that is either removable (out of retention, not
+-- its key's head) or not yet due, skipping heads and planted future rows,
+-- among at most 1,000 messages. Lazily evaluated (no MATERIALIZED): one
+-- descent of the primary key and one head lookup per row read, stopping at
+-- the first match, which is the next row of a backlog. NULL when the log
+-- ends or 1,000 heads come first: the lag then reads from the batch's time,
+-- a lower bound, until the walk gets past them. Rows this statement deletes
+-- are all at or below the frontier, so its snapshot seeing them does not
+-- matter.
 CREATE OR REPLACE FUNCTION {schema}.clean_messages(
     p_topic_id bigint, p_after bigint, p_batch_size bigint)
   RETURNS TABLE (deleted bigint, frontier bigint, full_batch boolean,
@@ -452,11 +489,13 @@ BEGIN
   END IF;
   EXECUTE pg_catalog.concat(
     'WITH scan AS MATERIALIZED (SELECT m.id, m.message_key, m.created_at, ',
-    'm.created_at < ', v_cutoff, ' AS old FROM ', v_message,
+    'm.created_at < ', v_cutoff, ' AS old, m.created_at > ',
+    {schema}.cleaner_future_sql(), ' AS future FROM ', v_message,
     ' m WHERE m.id > $2::bigint ORDER BY m.id LIMIT $3::bigint), ',
-    'young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), ',
+    'young AS (SELECT pg_catalog.min(id) AS id FROM scan ',
+    'WHERE NOT old AND NOT future), ',
     'considered AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s ',
-    'WHERE s.id < coalesce((SELECT id FROM young), ',
+    'WHERE s.old AND s.id < coalesce((SELECT id FROM young), ',
     '9223372036854775807::bigint)), ',
     'cand AS MATERIALIZED (SELECT c.id FROM considered c WHERE NOT ',
     {schema}.cleaner_is_head_sql(v_head, 'c'),
@@ -476,8 +515,12 @@ BEGIN
     '(SELECT 1 FROM locked l WHERE l.id = c.id))) AS id) ',
     'SELECT (SELECT pg_catalog.count(*) FROM gone), ',
     {schema}.cleaner_frontier_sql(),
-    ', (SELECT n.created_at::text FROM scan n WHERE n.id >= ',
-    '(SELECT id FROM stop) ORDER BY n.id LIMIT 1)')
+    ', (SELECT p.created_at::text FROM (SELECT n.id, n.message_key, ',
+    'n.created_at FROM ', v_message, ' n WHERE n.id > (',
+    {schema}.cleaner_frontier_expr_sql(), ') ORDER BY n.id LIMIT 1000) p ',
+    'WHERE p.created_at <= ', {schema}.cleaner_future_sql(),
+    ' AND (p.created_at >= ', v_cutoff, ' OR NOT ',
+    {schema}.cleaner_is_head_sql(v_head, 'p'), ') ORDER BY p.id LIMIT 1)')
   INTO deleted, frontier, full_batch, snapshot_xmax, next_created_at
   USING p_topic_id, p_after, p_batch_size;
   UPDATE {schema}.log_cleaner_state c

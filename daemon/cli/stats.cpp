@@ -31,6 +31,7 @@ nlohmann::json StatsJson(const compaction::TopicOverview& t) {
       {"headless_rows", t.stats.headless_rows},
       {"headless_rows_estimated", t.stats.headless_rows_estimated},
       {"headless_oldest_age_seconds", Seconds(t.stats.oldest_headless_age)},
+      {"invalid_timestamp_rows", t.stats.invalid_timestamp_rows},
       {"estimated_head_rows", t.stats.estimated_head_rows},
       {"janitor", RunJson(t.stats.janitor)},
       {"retention_seconds", RetentionJson(t.info.retention)},

@@ -18,7 +18,23 @@ namespace compaction::detail {
 // 1e6 is a numeric literal: numeric * numeric is a built-in operator with
 // exactly these types, so no look-alike reached through an implicit cast
 // can stand in for it (another role may plant one: doc/security.md).
+//
+// Clamped to 1900..2200: a planted infinity would fail the statement (no
+// bigint holds it) and a year like 9999 would overflow the nanosecond
+// system_clock; a stored time outside that range reads as its bound.
 inline std::string Micros(const std::string& column) {
+  // greatest() and least() skip NULLs: a NULL stays NULL through the CASE.
+  return "(extract(epoch FROM CASE WHEN " + column +
+         " IS NULL THEN NULL ELSE least(greatest(" + column +
+         ", '1900-01-01 00:00+00'::timestamptz), "
+         "'2200-01-01 00:00+00'::timestamptz) END) * 1e6)::bigint";
+}
+
+// Micros without the clamp, for the per-topic stats statement, which must
+// stay short enough to show whole in pg_stat_activity (its bookkeeping
+// columns are the sweeps' own; a planted infinity there fails that one
+// topic's figures, and a listing reports the error for it alone).
+inline std::string ShortMicros(const std::string& column) {
   return "(extract(epoch FROM " + column + ") * 1e6)::bigint";
 }
 

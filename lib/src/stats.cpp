@@ -9,6 +9,7 @@
 #include "core.hpp"
 #include "rows.hpp"
 #include "schema.hpp"
+#include "stats_parts.hpp"
 #include "topics.hpp"
 
 namespace compaction::detail {
@@ -59,13 +60,6 @@ void ValidateStatsOptions(const char* operation, const StatsOptions& options) {
   }
 }
 
-std::optional<JanitorState::TimePoint> OptTime(const PGresult* r, int row,
-                                               int col) {
-  const std::optional<std::int64_t> us = pg::OptInt64(r, row, col);
-  if (!us) return std::nullopt;
-  return FromMicros(*us);
-}
-
 // One topic's stats row (columns as in Col). Literals instead of
 // parameters because the statement runs as a simple-query script behind its
 // SET LOCAL; every identifier and literal comes from the numeric topic id.
@@ -92,16 +86,16 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          (with_version ? "v.version" : "NULL::int") +
          ", c.n, (extract(epoch FROM pg_catalog.now() - (SELECT o.idle_since "
          "FROM " +
-         head +
-         " o WHERE o.idle_since IS NOT NULL ORDER BY o.idle_since LIMIT 1)) "
-         "* 1e3)::bigint, greatest(hc.reltuples, 0)::bigint, " +
-         Micros("j.last_sweep_started_at") + ", " +
-         Micros("j.last_sweep_finished_at") + ", " +
-         Micros("j.last_success_at") +
+         head + " o WHERE o.idle_since > " + kBadBefore +
+         " ORDER BY o.idle_since LIMIT 1)) * 1e3)::bigint, "
+         "greatest(hc.reltuples, 0)::bigint, " +
+         ShortMicros("j.last_sweep_started_at") + ", " +
+         ShortMicros("j.last_sweep_finished_at") + ", " +
+         ShortMicros("j.last_success_at") +
          ", j.last_deleted_rows, j.total_deleted_rows, j.last_error, "
          "CASE WHEN j.claimed_until > pg_catalog.now() THEN j.claimed_by END, "
          "CASE WHEN j.claimed_until > pg_catalog.now() THEN " +
-         Micros("j.claimed_until") + " END" +
+         ShortMicros("j.claimed_until") + " END" +
          (with_version ? ", pg_catalog.to_jsonb(v) ->> 'fingerprint'" : "") +
          " FROM (SELECT pg_catalog.count(*) n FROM (SELECT FROM " + head +
          " h WHERE h.idle_since IS NOT NULL LIMIT " +
@@ -188,57 +182,6 @@ void EstimateOverLimit(const char* operation, ClientCore& core, pg::Session s,
   }
 }
 
-// The log's figures for `topics`, one statement for all of them: the
-// cleaner's bookkeeping (log_cleaner_state), its lag from the server clock,
-// and the message table's estimated size (as in kEstimateSql: density at
-// the last statistics times the current size; reltuples alone lags a
-// growing log). Apart from the stats statement because that one must stay
-// short enough to show whole in pg_stat_activity. Reads no message table,
-// so the monitor role can run it; a topic destroyed meanwhile drops out of
-// the join and keeps zeros.
-std::string CleanerSql(const ClientCore& core) {
-  return "/* compaction:Stats cleaner */ SELECT t.id, "
-         "CASE WHEN t.retention_ms = 9223372036854775807::bigint THEN 0 "
-         "ELSE greatest(0::numeric, (extract(epoch FROM (pg_catalog.now() - "
-         "t.retention_ms::float8 * interval '1 millisecond') - coalesce("
-         "c.next_created_at, c.scanned_at, t.created_at)) * 1e3))::bigint "
-         "END, c.tombstoned_keys, c.last_tombstones_expired, "
-         "c.total_tombstones_expired, " +
-         Micros("c.last_sweep_started_at") + ", " +
-         Micros("c.last_sweep_finished_at") + ", " +
-         Micros("c.last_success_at") +
-         ", c.last_deleted_rows, c.total_deleted_rows, c.last_error, "
-         "CASE WHEN c.claimed_until > pg_catalog.now() THEN c.claimed_by END, "
-         "CASE WHEN c.claimed_until > pg_catalog.now() THEN " +
-         Micros("c.claimed_until") +
-         " END, coalesce(CASE WHEN mc.relpages > 0 AND mc.reltuples > "
-         "0::float4 THEN mc.reltuples::float8 / mc.relpages::float8 * "
-         "(pg_catalog.pg_relation_size(mc.oid::regclass) / "
-         "pg_catalog.current_setting('block_size')::bigint)::float8 END, "
-         "0)::bigint FROM pg_catalog.unnest($1::bigint[]) u(id) JOIN " +
-         core.schema() + ".topic t ON t.id = u.id LEFT JOIN " + core.schema() +
-         ".log_cleaner_state c ON c.topic_id = t.id "
-         "LEFT JOIN pg_catalog.pg_class mc ON mc.oid = pg_catalog.to_regclass("
-         "$2::text || '.message_' || t.id::text)::oid";
-}
-
-void ParseCleaner(const PGresult* r, int row, TopicStats& out) {
-  out.cleaner_lag = std::chrono::milliseconds(pg::Int64(r, row, 1));
-  out.tombstoned_keys = pg::OptInt64(r, row, 2).value_or(0);
-  out.last_tombstones_expired = pg::OptInt64(r, row, 3).value_or(0);
-  out.total_tombstones_expired = pg::OptInt64(r, row, 4).value_or(0);
-  JanitorState& c = out.cleaner;
-  c.last_sweep_started_at = OptTime(r, row, 5);
-  c.last_sweep_finished_at = OptTime(r, row, 6);
-  c.last_success_at = OptTime(r, row, 7);
-  c.last_deleted_rows = pg::OptInt64(r, row, 8).value_or(0);
-  c.total_deleted_rows = pg::OptInt64(r, row, 9).value_or(0);
-  c.last_error = std::string(pg::Text(r, row, 10));
-  c.claimed_by = std::string(pg::Text(r, row, 11));
-  c.claimed_until = OptTime(r, row, 12);
-  out.estimated_messages = pg::Int64(r, row, 13);
-}
-
 // The headless rows' and the janitor's figures of `from` into `to`.
 void CopyHeadless(const TopicStats& from, TopicStats& to) {
   to.headless_rows = from.headless_rows;
@@ -246,30 +189,6 @@ void CopyHeadless(const TopicStats& from, TopicStats& to) {
   to.oldest_headless_age = from.oldest_headless_age;
   to.estimated_head_rows = from.estimated_head_rows;
   to.janitor = from.janitor;
-}
-
-// Fills in the log's figures of `topics` (those without an error).
-void AddCleanerStats(const char* operation, ClientCore& core, pg::Session s,
-                     std::span<TopicOverview> topics) {
-  std::string ids;
-  for (const TopicOverview& t : topics) {
-    if (!t.error.empty()) continue;
-    ids += ids.empty() ? '{' : ',';
-    ids += std::to_string(t.info.id);
-  }
-  if (ids.empty()) return;
-  pg::Result r = pg::Exec(s, operation, CleanerSql(core),
-                          pg::Params().Add(ids + "}").Add(core.schema()));
-  std::unordered_map<std::int64_t, int> rows;
-  for (int row = 0; row < PQntuples(r.get()); ++row) {
-    rows.emplace(pg::Int64(r.get(), row, 0), row);
-  }
-  for (TopicOverview& t : topics) {
-    const auto it = rows.find(t.info.id);
-    if (t.error.empty() && it != rows.end()) {
-      ParseCleaner(r.get(), it->second, t.stats);
-    }
-  }
 }
 
 // The planner prices the partial index by its file size, which keeps the
@@ -352,13 +271,6 @@ TopicOverview Unreadable(TopicInfo&& t, const char* why) {
   return out;
 }
 
-// Errors that concern one topic's own tables rather than the connection or
-// the whole schema: undefined table or column, no privilege on them (class
-// 42, "syntax error or access rule violation", of a statement that is ours).
-bool IsTopicFault(const DatabaseError& e) {
-  return e.sqlstate().starts_with("42");
-}
-
 // Appends one topic's stats to `out`, on its own statement. A topic whose
 // row is gone was destroyed meanwhile and is left out; one that still
 // exists but cannot be read (tables missing or altered by hand, another
@@ -434,7 +346,10 @@ std::vector<TopicOverview> ListStats(ClientCore& core,
       ListChunk(core, s, rest.first(n), options.exact_count_limit, out);
       EstimateOverLimit(kListOp, core, s, std::span(out).subspan(start),
                         options.exact_count_limit);
-      AddCleanerStats(kListOp, core, s, std::span(out).subspan(start));
+      CountInvalid(kListOp, core, s, std::span(out).subspan(start),
+                   /*if_headless=*/true);
+      AddCleanerStats(kListOp, core, s, std::span(out).subspan(start),
+                      /*isolate=*/true);
       rest = rest.subspan(n);
     }
   });
@@ -450,7 +365,8 @@ TopicStats GetTopicStats(ClientCore& core, const std::string& topic,
     TopicOverview one{t, {}, {}};
     // The log's figures first, so that the headless statement is the
     // connection's last (what pg_stat_activity shows of it).
-    AddCleanerStats(kOp, core, s, std::span(&one, 1));
+    AddCleanerStats(kOp, core, s, std::span(&one, 1), /*isolate=*/false);
+    CountInvalid(kOp, core, s, std::span(&one, 1), /*if_headless=*/false);
     const TopicStats headless = QueryStats(
         kOp, core, s, t, options.exact_count_limit, /*with_version=*/false);
     CopyHeadless(headless, one.stats);

@@ -120,7 +120,8 @@ def test_cleaner_bounds():
             "run", "--schema", schema, "--listen", "127.0.0.1:0",
             "--application-name", f"cd_clean_{os.getpid()}",
             "--cleaner-min-interval", "1s", "--cleaner-max-interval", "5s",
-            "--stats-interval", "500ms"], name="clean").start()
+            "--stats-interval", "500ms", "--metrics-per-topic", "detail"],
+            name="clean").start()
         daemon.wait_ready()
         check(daemon.metric("compaction_topic_retention_seconds",
                             topic="log") == 2.0, "retention gauge")

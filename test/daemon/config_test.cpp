@@ -91,6 +91,7 @@ const std::map<std::string, std::string>& OtherValues() {
       {"reconnect-max", "20s"},
       {"shutdown-timeout", "9s"},
       {"log-level", "debug"},
+      {"metrics-per-topic", "detail"},
   };
   return values;
 }
@@ -194,11 +195,13 @@ TEST_CASE("a reload keeps exactly the restart-only settings") {
     args.push_back("--" + spec.name);
     args.push_back(OtherValues().at(spec.name));
   }
-  // The keys App::Reload has always kept (they shape connections, sockets).
+  // The keys App::Reload has always kept (they shape connections, sockets,
+  // the metrics registry).
   CHECK(restart_only ==
         std::vector<std::string>{"db", "schema", "listen", "pool-size",
                                  "application-name", "stats-timeout",
-                                 "prepared-statements", "listen-notify"});
+                                 "prepared-statements", "listen-notify",
+                                 "metrics-per-topic"});
   const Settings running;
   const Settings fresh = ParseInvocation(args).settings;
   ReloadPlan plan = PlanReload(running, fresh);

@@ -34,8 +34,10 @@ def schema_name(test):
 
 
 def base_args(schema, app, *extra):
+    # Every series per topic: these tests read sweep counters by topic.
     return ["run", "--schema", schema, "--listen", "127.0.0.1:0",
-            "--application-name", app, *extra]
+            "--application-name", app, "--metrics-per-topic", "detail",
+            *extra]
 
 
 # --- three topics, different TTLs ---------------------------------------------
@@ -538,7 +540,8 @@ def test_sighup():
                     "log-level = info\ntopic-refresh-interval = 1h\n"
                     "stats-interval = 300ms\nstats-exact-count-limit = 10\n")
         daemon = Daemon(ARGS.binary, ["run", "--config", conf, "--listen",
-                                      "127.0.0.1:0", "--application-name", app],
+                                      "127.0.0.1:0", "--application-name", app,
+                                      "--metrics-per-topic", "detail"],
                         name="sighup").start()
         daemon.wait_ready()
         insert_headless(schema, tid, 50)

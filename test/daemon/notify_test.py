@@ -112,7 +112,8 @@ def run(binary):
             "run", "--schema", schema, "--listen", "127.0.0.1:0",
             "--application-name", app, "--min-interval", "1s",
             "--max-interval", "1s", "--stats-interval", "500ms",
-            "--topic-refresh-interval", "1h", "--log-level", "debug"], env=env, name="notify").start()
+            "--topic-refresh-interval", "1h", "--log-level", "debug",
+            "--metrics-per-topic", "detail"], env=env, name="notify").start()
         daemon.wait_ready()
         insert_headless(schema, hot, 20, env=env, prefix="before-")
         wait_for(lambda: headless_count(schema, hot, env) == 0, 10,

@@ -99,11 +99,15 @@ def main():
             "--retention", "2s", "--tombstone-retention", "2s")
         port, prom_port = free_port(), free_port()
         procs.append(subprocess.Popen(
+            # detail: every family exists from the start (with basic, the
+            # failure counters appear at a topic's first failure and the
+            # retentions not at all, so their panels stay empty).
             [binary, "run", "--listen", f"127.0.0.1:{port}", "--min-interval", "1s",
-             "--cleaner-min-interval", "1s", "--stats-interval", "1s"], env=env))
+             "--cleaner-min-interval", "1s", "--stats-interval", "1s",
+             "--metrics-per-topic", "detail"], env=env))
         metrics_url = f"http://127.0.0.1:{port}/metrics"
         wait_for("compactiond /metrics",
-                 lambda: "compaction_janitor_sweeps_total{" in get(metrics_url), 30)
+                 lambda: "compaction_headless_rows{" in get(metrics_url), 30)
         with open(f"{work}/prometheus.yml", "w") as f:
             f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
                     "scrape_configs:\n- job_name: compactiond\n"

@@ -133,6 +133,7 @@ TEST_CASE("the stats query reads the partial index, not the head table",
       "strpos(query, $1) > 0 AND strpos(query, $2) > 0",
       {kStatsMarker, db.schema()});
   // Whole, not cut at track_activity_query_size.
+  INFO("sent " << sent.size() << " bytes: " << sent);
   REQUIRE(sent.ends_with("::regclass::oid"));
   const std::size_t at = sent.find(kStatsMarker);
   REQUIRE(at != std::string::npos);

@@ -48,7 +48,8 @@ def test_run():
         insert_headless(schema, first, 50)
         common = ["run", "--schema", schema, "--listen", "127.0.0.1:0",
                   "--application-name", app, "--min-interval", "200ms",
-                  "--topic-refresh-interval", "1s"]
+                  "--topic-refresh-interval", "1s",
+                  "--metrics-per-topic", "detail"]
         d = Daemon(ARGS.binary, pooled(*common), name="pooled").start()
         daemons.append(d)
         d.wait_ready()

@@ -53,6 +53,11 @@ struct TopicStats {
   std::int64_t estimated_head_rows = 0;
   JanitorState janitor;
   bool headless_rows_estimated = false;  // see headless_rows
+  // Headless rows whose idle_since no server clock wrote: infinite, or more
+  // than an hour ahead of the server's clock (planted by hand or by a role
+  // with write access). The oldest age skips them and the janitor never
+  // expires them (their TTL never runs out): delete them by hand.
+  std::int64_t invalid_timestamp_rows = 0;
 
   // The log and its cleaner (Janitor::CompactLog).
   // Planner estimate of the messages in the log: the message table's tuple
@@ -62,9 +67,14 @@ struct TopicStats {
   // (at most 100,000 are counted).
   std::int64_t tombstoned_keys = 0;
   // How far behind its retention cutoff the cleaner is: how long ago the
-  // oldest message it has not yet examined fell out of the topic's
-  // retention (with no such message: how long since its last batch minus
-  // the retention). 0 when caught up, and always 0 with kKeepForever.
+  // oldest removable message (out of retention, not its key's head) past
+  // the cleaner's walk fell out of the topic's retention, as its last batch
+  // found it, whether that batch was full or not. Found among the 1,000
+  // messages past the walk (heads skipped); with none there, or none at
+  // all: how long since its last batch minus the retention, a lower bound.
+  // 0 when caught up, and always 0 with kKeepForever. A message with a
+  // created_at more than an hour ahead of the server's clock (planted) is
+  // never due: the cleaner passes and keeps it, and it is not counted here.
   std::chrono::milliseconds cleaner_lag{0};
   // The cleaner's passes; its deleted rows are messages.
   JanitorState cleaner;

@@ -31,6 +31,11 @@ namespace compaction::pg {
 // H-ab-alive); a failover leaves connections idle far longer than this.
 inline constexpr std::chrono::milliseconds kCheckAliveAfterIdle{5};
 
+// After the server refused a new connection for want of a slot, the pool
+// opens none for this long while it holds others: Acquire waits for one of
+// those to come back instead (within the acquire timeout).
+inline constexpr std::chrono::milliseconds kScarceRetryAfter{1000};
+
 class Connection {
  public:
   // `local_settings`: LocalSettingsSql for a connection opened with
@@ -107,9 +112,12 @@ class Pool {
   // Waits for a free connection, opening one lazily while fewer than `size`
   // are open. Prefers, in order: the idle connection this thread used last,
   // one no thread has used, a new one, and then the one idle the longest
-  // (whose thread is the least likely to come back for it soon). Throws
-  // ConnectionLost when a new connection cannot be made, PoolTimeout when none
-  // frees up within the acquire timeout.
+  // (whose thread is the least likely to come back for it soon). A server
+  // out of connection slots (too many clients, a role's connection limit)
+  // is waited out while the pool holds other connections: the caller gets
+  // one of those when it comes back. Throws ConnectionLost when a new
+  // connection cannot be made (and, for want of slots, none is open),
+  // PoolTimeout when none frees up within the acquire timeout.
   Lease Acquire(const char* operation);
 
   // Takes an already open connection into the pool as an idle one (the
@@ -134,6 +142,9 @@ class Pool {
   // -1 when it should open a new one instead. Needs mutex_ and a non-empty
   // idle_ or room to open.
   int PickIdle(std::thread::id self) const;
+  // Whether Acquire may open a new connection: room in the pool, and the
+  // server not short of slots. Needs mutex_.
+  bool MayOpen(std::chrono::steady_clock::time_point now) const;
 
   const ConnParams params_;
   const std::string application_name_;
@@ -147,6 +158,8 @@ class Pool {
   // Oldest release first.
   std::vector<std::unique_ptr<Connection>> idle_;
   int open_ = 0;
+  // Until when no new connection is opened (kScarceRetryAfter).
+  std::chrono::steady_clock::time_point scarce_until_;
 };
 
 }  // namespace compaction::pg
