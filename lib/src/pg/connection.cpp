@@ -569,9 +569,9 @@ ConnParams ForConnection(ConnParams params) {
   params["options"] = PinnedOptions(options);
   // Keys and payloads travel as UTF-8 whatever the database's encoding:
   // the libpq keyword overrides a client_encoding of the conninfo or
-  // PGCLIENTENCODING (and PgBouncer applies it to every server connection
-  // it hands out); the -c pin above repeats it per transaction.
-  params["client_encoding"] = "UTF8";
+  // PGCLIENTENCODING, and PgBouncer applies it to every server connection
+  // it hands out; LocalSettingsSql repeats it per transaction.
+  params["client_encoding"] = kClientEncoding;
   for (const auto& [key, value] : kConnectionDefaults) {
     const bool from_env = std::string_view(key) == "connect_timeout" &&
                           std::getenv("PGCONNECT_TIMEOUT") != nullptr;
@@ -671,8 +671,9 @@ std::string LocalSettingsSql(const ConnParams& params, const char* operation) {
   const ConnParams all = ForConnection(params);
   const auto it = all.find("options");
   std::string sql;
-  for (const auto& [name, value] :
-       OptionSettings(it == all.end() ? "" : it->second, operation)) {
+  auto settings = OptionSettings(it == all.end() ? "" : it->second, operation);
+  settings.emplace_back("client_encoding", kClientEncoding);
+  for (const auto& [name, value] : settings) {
     sql += sql.empty() ? "SELECT " : ", ";
     sql += "pg_catalog.set_config(" + SqlLiteral(name) + ", " +
            SqlLiteral(value) + ", true)";

@@ -229,8 +229,11 @@ void RollbackQuietly(Session session);
 // changes nothing: the block there starts with its own isolation level.
 inline constexpr const char* kPinnedOptions =
     "-c search_path=pg_catalog,pg_temp "
-    "-c default_transaction_isolation=read\\ committed "
-    "-c client_encoding=UTF8";
+    "-c default_transaction_isolation=read\\ committed";
+
+// The client_encoding of every library connection but the NOTIFY
+// listener's (ForConnection sets it, LocalSettingsSql per transaction).
+inline constexpr const char* kClientEncoding = "UTF8";
 
 // `options` (a libpq startup options string) with the pins appended, so
 // they win over any search_path or isolation the caller set there.

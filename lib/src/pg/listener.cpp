@@ -41,7 +41,12 @@ TopicEventListener::TopicEventListener(
     const std::map<std::string, std::string>& params, NoticeHandler notices)
     : impl_(std::make_unique<Impl>()) {
   impl_->notices = std::move(notices);
-  const pg::ConnParams all = pg::ForConnection(params);
+  pg::ConnParams all = pg::ForConnection(params);
+  // The database's own encoding: a NOTIFY payload the server cannot
+  // convert to the client's (any byte goes into a SQL_ASCII database) ends
+  // the session with a FATAL error, while the payload parser refuses
+  // invalid UTF-8 on its own (daemon.hostile_notify).
+  all.erase("client_encoding");
   const pg::ParamArrays arrays(all);
   // Non-blocking, so that no call waits longer than its slice.
   impl_->conn.reset(PQconnectStartParams(arrays.keywords.data(),
