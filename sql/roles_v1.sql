@@ -17,7 +17,8 @@
 --   owner    owns the schema, every table in it and the functions. Only
 --            a member of it can drop a topic (Destroy) or change tables.
 --   app      reads messages and heads, produces, locks heads (SELECT ...
---            FOR UPDATE), registers topics through register_topic. No
+--            FOR UPDATE), consumes (creates, locks and moves consumer
+--            positions), registers topics through register_topic. No
 --            DELETE, TRUNCATE or DDL; it cannot rewrite a head row's key
 --            or creation time.
 --   janitor  the daemon: sweeps headless rows (SELECT, DELETE on head
@@ -28,7 +29,8 @@
 --            TRUNCATE, no INSERT anywhere, and messages stay immutable (a
 --            trigger refuses every UPDATE).
 --   monitor  stats only: the topic list, versions, janitor_state,
---            log_cleaner_state and the idle_since column of head tables.
+--            log_cleaner_state, consumer positions and the idle_since
+--            column of head tables.
 --            No message tables, no keys.
 -- app and janitor are members of monitor: the daemon exports stats, and an
 -- application may read a topic's stats.
@@ -93,8 +95,11 @@ BEGIN
   -- The cleaner locks the messages it deletes (FOR UPDATE SKIP LOCKED needs
   -- an UPDATE grant; the message_immutable trigger refuses every actual
   -- UPDATE). It reads payload only as "IS NULL" (is it a tombstone).
+  -- xid and partition: whether an active consumer still waits for a
+  -- message (guarantee of tombstones and retention).
   EXECUTE pg_catalog.concat('GRANT SELECT (id, message_key, ',
-    'compaction_rank, created_at, payload), DELETE, UPDATE (created_at) ON ',
+    'compaction_rank, created_at, payload, xid, partition), DELETE, ',
+    'UPDATE (created_at) ON ',
     v_message, ' TO {janitor_role}');
   EXECUTE pg_catalog.concat('GRANT SELECT (idle_since) ON ', v_head,
                             ' TO {monitor_role}');
@@ -121,7 +126,8 @@ BEGIN
 END
 $transfer_tables$;
 
-ALTER FUNCTION {schema}.register_topic(text, bigint, bigint, bigint)
+ALTER FUNCTION
+  {schema}.register_topic(text, bigint, bigint, bigint, integer, bigint)
   OWNER TO {owner_role};
 ALTER FUNCTION {schema}.grant_topic(bigint) OWNER TO {owner_role};
 ALTER FUNCTION {schema}.refuse_created_at_change() OWNER TO {owner_role};
@@ -146,8 +152,17 @@ GRANT UPDATE (claimed_by, claimed_until, last_sweep_started_at,
               total_tombstones_expired, scanned_at, next_created_at,
               tombstoned_keys)
   ON {schema}.log_cleaner_state TO {janitor_role};
-GRANT EXECUTE ON FUNCTION {schema}.register_topic(text, bigint, bigint, bigint)
+GRANT EXECUTE ON FUNCTION
+  {schema}.register_topic(text, bigint, bigint, bigint, integer, bigint)
   TO {app_role};
+-- Consumers: Poll creates its positions, locks them (FOR UPDATE needs an
+-- UPDATE grant) and moves them; never their topic, consumer or partition.
+-- Resetting or dropping a consumer is an operator's (owner) task.
+GRANT SELECT, INSERT, UPDATE (done_snapshot, read_snapshot, cursor_xid,
+                              cursor_id, last_poll_at)
+  ON {schema}.consumer_position TO {app_role};
+-- Positions carry no payloads or keys: lag and activity are stats.
+GRANT SELECT ON {schema}.consumer_position TO {monitor_role};
 
 -- Topics registered before this ran.
 SELECT {schema}.grant_topic(t.id) FROM {schema}.topic t;

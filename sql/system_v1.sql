@@ -57,6 +57,18 @@ CREATE TABLE IF NOT EXISTS {schema}.topic (
                     AND (tombstone_retention_ms <= 3153600000000::bigint
                          OR tombstone_retention_ms
                             = 9223372036854775807::bigint)),
+  -- How many partitions the message log is split in for consumers (a
+  -- key's messages always share one). Fixed when the topic is created: the
+  -- message table's generated column bakes it in.
+  partitions      integer NOT NULL DEFAULT 1
+                  CONSTRAINT topic_partitions_range CHECK (
+                    partitions >= 1 AND partitions <= 1024),
+  -- A consumer whose last Poll is older than this is inactive: it is
+  -- reported, and the log cleaner no longer waits for it.
+  consumer_inactive_after_ms bigint NOT NULL DEFAULT 604800000
+                  CONSTRAINT topic_consumer_inactive_after_ms_range CHECK (
+                    consumer_inactive_after_ms > 0::bigint
+                    AND consumer_inactive_after_ms <= 3153600000000::bigint),
   created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
   updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
@@ -124,6 +136,37 @@ CREATE TABLE IF NOT EXISTS {schema}.log_cleaner_state (
   next_created_at        timestamptz,
   -- Keys whose head was a tombstone after the last tombstone scan.
   tombstoned_keys        bigint NOT NULL DEFAULT 0
+);
+
+-- Consumer positions, one row per topic, consumer and partition, created
+-- by the consumer's first Poll and locked by every Poll (FOR UPDATE SKIP
+-- LOCKED: instances of one consumer share the partitions). A position is a
+-- snapshot, not a message id, because ids are drawn before commit and
+-- transactions commit in any order: every message whose writing
+-- transaction is visible in done_snapshot has been consumed. A batch is
+-- what read_snapshot sees that done_snapshot did not, walked in (xid, id)
+-- order; cursor_xid/cursor_id is the last message delivered from it, and
+-- once it is exhausted done_snapshot takes its value. Why this never skips
+-- a late commit: lib/src/consume_read.cpp.
+CREATE TABLE IF NOT EXISTS {schema}.consumer_position (
+  topic_id      bigint NOT NULL
+                REFERENCES {schema}.topic (id) ON DELETE CASCADE,
+  consumer      text NOT NULL
+                CONSTRAINT consumer_position_consumer_valid CHECK (
+                  consumer COLLATE "C" ~ '^[a-z0-9][a-z0-9._-]{0,99}$'::text),
+  partition     integer NOT NULL
+                CONSTRAINT consumer_position_partition_range CHECK (
+                  partition >= 0 AND partition < 1024),
+  done_snapshot pg_snapshot NOT NULL,
+  read_snapshot pg_snapshot,
+  cursor_xid    xid8,
+  cursor_id     bigint,
+  created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  last_poll_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  CONSTRAINT consumer_position_pkey PRIMARY KEY (topic_id, consumer, partition),
+  CONSTRAINT consumer_position_cursor_in_window CHECK (
+    (cursor_xid IS NULL) = (cursor_id IS NULL)
+    AND (read_snapshot IS NOT NULL OR cursor_xid IS NULL))
 );
 
 -- Keeps a head row's created_at what its INSERT made it (the baseline
@@ -197,12 +240,16 @@ $grant_topic$;
 -- branch leaves the row locked by this transaction for the settings update.
 -- `version` and `fingerprint` are the recorded topic baseline's (NULL when
 -- missing): the library refuses a topic created from another baseline.
+-- p_partitions is fixed at creation: a different value for an existing
+-- topic is refused (SQLSTATE 22023) before anything changes.
 CREATE OR REPLACE FUNCTION {schema}.register_topic(
     p_name text, p_headless_ttl_ms bigint, p_retention_ms bigint,
-    p_tombstone_retention_ms bigint)
+    p_tombstone_retention_ms bigint, p_partitions integer DEFAULT NULL,
+    p_consumer_inactive_after_ms bigint DEFAULT NULL)
   RETURNS TABLE (id bigint, name text, headless_ttl_ms bigint,
                  retention_ms bigint, tombstone_retention_ms bigint,
-                 inserted boolean, version integer, fingerprint text)
+                 inserted boolean, version integer, fingerprint text,
+                 partitions integer, consumer_inactive_after_ms bigint)
   LANGUAGE plpgsql
   SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
@@ -217,29 +264,42 @@ DECLARE
   v_schema CONSTANT text := pg_catalog.quote_ident({schema_name}::text);
 BEGIN
   -- Only the name: a new row takes every setting's column default.
-  INSERT INTO {schema}.topic AS t (name)
-  VALUES (p_name)
+  INSERT INTO {schema}.topic AS t (name, partitions)
+  VALUES (p_name, coalesce(p_partitions, 1))
   ON CONFLICT (name) DO UPDATE SET updated_at = pg_catalog.now()
   RETURNING t.id, t.name, t.headless_ttl_ms, t.retention_ms,
-            t.tombstone_retention_ms, t.xmax = '0'::xid
+            t.tombstone_retention_ms, t.xmax = '0'::xid, t.partitions
   INTO id, name, headless_ttl_ms, retention_ms, tombstone_retention_ms,
-       inserted;
+       inserted, partitions;
+  IF p_partitions IS NOT NULL AND p_partitions <> partitions THEN
+    RAISE EXCEPTION USING
+      ERRCODE = 'invalid_parameter_value',
+      MESSAGE = pg_catalog.format(
+        'topic %s has %s partitions, fixed at its creation; %s requested',
+        name, partitions, p_partitions);
+  END IF;
   -- The settings the caller set; the row is ours (inserted or locked above).
   IF p_headless_ttl_ms IS NOT NULL OR p_retention_ms IS NOT NULL
-     OR p_tombstone_retention_ms IS NOT NULL THEN
+     OR p_tombstone_retention_ms IS NOT NULL
+     OR p_consumer_inactive_after_ms IS NOT NULL THEN
     UPDATE {schema}.topic AS t
     SET headless_ttl_ms = coalesce(p_headless_ttl_ms, t.headless_ttl_ms),
         retention_ms = coalesce(p_retention_ms, t.retention_ms),
         tombstone_retention_ms = coalesce(p_tombstone_retention_ms,
                                           t.tombstone_retention_ms),
+        consumer_inactive_after_ms = coalesce(p_consumer_inactive_after_ms,
+                                              t.consumer_inactive_after_ms),
         updated_at = pg_catalog.now()
     WHERE t.id = register_topic.id
     RETURNING t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms
     INTO headless_ttl_ms, retention_ms, tombstone_retention_ms;
   END IF;
+  SELECT t.consumer_inactive_after_ms INTO consumer_inactive_after_ms
+  FROM {schema}.topic t WHERE t.id = register_topic.id;
   IF inserted THEN
-    EXECUTE pg_catalog.replace(
+    EXECUTE pg_catalog.replace(pg_catalog.replace(
       pg_catalog.replace(v_template, '{id}'::text, id::text),
+      '{partitions}'::text, partitions::text),
       pg_catalog.concat('{', 'schema}'), v_schema);
     version := 1;
     fingerprint := {topic_fingerprint};
@@ -264,7 +324,8 @@ $register_topic$;
 -- Functions are executable by PUBLIC by default; registration is granted
 -- explicitly (to the application role by roles_v1.sql).
 REVOKE ALL ON FUNCTION
-  {schema}.register_topic(text, bigint, bigint, bigint) FROM PUBLIC;
+  {schema}.register_topic(text, bigint, bigint, bigint, integer, bigint)
+  FROM PUBLIC;
 REVOKE ALL ON FUNCTION {schema}.grant_topic(bigint) FROM PUBLIC;
 -- A trigger runs its function without checking EXECUTE: nobody needs it.
 REVOKE ALL ON FUNCTION {schema}.refuse_created_at_change() FROM PUBLIC;

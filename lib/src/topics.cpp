@@ -20,15 +20,18 @@ constexpr std::chrono::milliseconds kDestroyLockTimeout{5000};
 // The topic columns every lookup selects first, in ParseTopic's order.
 constexpr const char* kTopicColumns =
     "t.id, t.name, t.headless_ttl_ms, t.retention_ms, "
-    "t.tombstone_retention_ms";
-constexpr int kTopicColumnCount = 5;
+    "t.tombstone_retention_ms, t.partitions, t.consumer_inactive_after_ms";
+constexpr int kTopicColumnCount = 7;
 
 TopicInfo ParseTopic(const PGresult* r, int row) {
   using std::chrono::milliseconds;
-  return TopicInfo{pg::Int64(r, row, 0), std::string(pg::Text(r, row, 1)),
+  return TopicInfo{pg::Int64(r, row, 0),
+                   std::string(pg::Text(r, row, 1)),
                    milliseconds(pg::Int64(r, row, 2)),
                    milliseconds(pg::Int64(r, row, 3)),
-                   milliseconds(pg::Int64(r, row, 4))};
+                   milliseconds(pg::Int64(r, row, 4)),
+                   static_cast<int>(pg::Int64(r, row, 5)),
+                   milliseconds(pg::Int64(r, row, 6))};
 }
 
 std::optional<std::int64_t> Millis(
@@ -117,6 +120,15 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
   if (config.tombstone_retention) {
     ValidateRetention(kOp, "tombstone_retention", *config.tombstone_retention);
   }
+  if (config.partitions) {
+    ValidateLimit(kOp, "partitions", *config.partitions, kMaxPartitions);
+  }
+  if (config.consumer_inactive_after) {
+    ValidateTtl(kOp, "consumer_inactive_after",
+                *config.consumer_inactive_after);
+  }
+  std::optional<std::int64_t> partitions;
+  if (config.partitions) partitions = *config.partitions;
   // One statement, for every caller: register_topic (sql/system_v1.sql)
   // upserts the row, creates a new topic's tables, grants the shipped roles
   // and notifies, as the schema's owner, so a role allowed to execute it
@@ -131,13 +143,23 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
                       std::string("SELECT ") + kTopicColumns +
                           ", t.version, t.fingerprint FROM " + core.schema() +
                           ".register_topic($1::text, $2::bigint, $3::bigint, "
-                          "$4::bigint) t",
+                          "$4::bigint, $5::integer, $6::bigint) t",
                       pg::Params()
                           .Add(name)
                           .Add(Millis(config.headless_ttl))
                           .Add(Millis(config.retention))
-                          .Add(Millis(config.tombstone_retention)));
+                          .Add(Millis(config.tombstone_retention))
+                          .Add(partitions)
+                          .Add(Millis(config.consumer_inactive_after)));
     } catch (const DatabaseError& e) {
+      // Only register_topic raises this: partitions differ from the
+      // existing topic's, which are fixed at its creation.
+      if (e.sqlstate() == "22023" && config.partitions) {
+        throw InvalidArgument(kOp, "partitions of topic \"" + name +
+                                       "\" are fixed at its creation (" +
+                                       std::to_string(*config.partitions) +
+                                       " requested)");
+      }
       RethrowSchemaMissing(core, kOp, e);
     }
   });

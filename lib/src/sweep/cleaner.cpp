@@ -27,6 +27,37 @@ std::string IsHead(const detail::ClientCore& core, std::int64_t topic_id,
          ".id)";
 }
 
+// Guarantee 4: tombstones, and messages without a key or without
+// compaction, wait until every active consumer of the topic (last Poll
+// within consumer_inactive_after) has consumed them. Keyed compacted
+// messages that are not their key's head go all the same: the consumer
+// reads the key's newer version. `waiting` is the positions of the active
+// consumers, a handful of rows per partition.
+std::string Waiting(const detail::ClientCore& core) {
+  return "waiting AS MATERIALIZED (SELECT p.partition, p.done_snapshot, "
+         "p.read_snapshot, p.cursor_xid, p.cursor_id FROM " +
+         core.schema() +
+         ".consumer_position p WHERE p.topic_id = $1 AND p.consumer IN "
+         "(SELECT q.consumer FROM " +
+         core.schema() + ".consumer_position q JOIN " + core.schema() +
+         ".topic t ON t.id = q.topic_id WHERE q.topic_id = $1 GROUP BY "
+         "q.consumer, t.consumer_inactive_after_ms HAVING "
+         "pg_catalog.max(q.last_poll_at) > pg_catalog.now() - "
+         "t.consumer_inactive_after_ms::float8 * interval '1 millisecond')), ";
+}
+
+// "Some active consumer has not consumed message `m`": a position has
+// consumed it when its writer is visible in the done snapshot, or in the
+// window being walked at or before the cursor (lib/src/consume_read.cpp).
+std::string Held(const std::string& m) {
+  return "EXISTS (SELECT 1 FROM waiting w WHERE w.partition = " + m +
+         ".partition AND NOT pg_catalog.pg_visible_in_snapshot(" + m +
+         ".xid, w.done_snapshot) AND NOT coalesce("
+         "pg_catalog.pg_visible_in_snapshot(" +
+         m + ".xid, w.read_snapshot) AND (" + m + ".xid, " + m +
+         ".id) <= (w.cursor_xid, w.cursor_id), false))";
+}
+
 // The columns every step returns after its own: where the walk stopped and
 // whether the batch was full. `stop` is the first id it must not pass (a
 // message inside its retention, or one it could not lock), NULL when none.
@@ -144,12 +175,16 @@ CleanerBatches::Step CleanerBatches::TombstoneStep(pg::Session s,
   const std::string message = core_.MessageTable(topic_id);
   pg::Result r = pg::Exec(
       s, kOperation,
-      "/* compaction:CompactLog:tombstones */ WITH scan AS MATERIALIZED ("
-      "SELECT m.id, m.message_key, m.created_at < " +
-          Cutoff(core_, "tombstone_retention_ms") + " AS old FROM " + message +
+      "/* compaction:CompactLog:tombstones */ WITH " + Waiting(core_) +
+          "scan AS MATERIALIZED (SELECT m.id, m.message_key, m.created_at < " +
+          Cutoff(core_, "tombstone_retention_ms") + " AS old, " + Held("m") +
+          " AS held FROM " + message +
           " m WHERE m.payload IS NULL AND m.id > $2::bigint "
           "ORDER BY m.id LIMIT $3::bigint), "
-          "young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), "
+          // A tombstone a consumer still has to see stops the walk as one
+          // inside its retention does.
+          "young AS (SELECT pg_catalog.min(id) AS id FROM scan "
+          "WHERE NOT old OR held), "
           "due AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s "
           "WHERE s.old AND s.id < coalesce((SELECT id FROM young), " +
           kForever + ") AND " + IsHead(core_, topic_id, "s") +
@@ -202,11 +237,18 @@ CleanerBatches::Step CleanerBatches::MessageStep(pg::Session s,
   const std::string cutoff = Cutoff(core_, "retention_ms");
   pg::Result r = pg::Exec(
       s, kOperation,
-      "/* compaction:CompactLog:messages */ WITH scan AS MATERIALIZED ("
-      "SELECT m.id, m.message_key, m.created_at, m.created_at < " +
-          cutoff + " AS old FROM " + message +
+      "/* compaction:CompactLog:messages */ WITH " + Waiting(core_) +
+          "scan AS MATERIALIZED (SELECT m.id, m.message_key, m.created_at, "
+          "m.created_at < " +
+          cutoff +
+          " AS old, (m.message_key IS NULL OR m.compaction_rank IS "
+          "NULL) AND " +
+          Held("m") + " AS held FROM " + message +
           " m WHERE m.id > $2::bigint ORDER BY m.id LIMIT $3::bigint), "
-          "young AS (SELECT pg_catalog.min(id) AS id FROM scan WHERE NOT old), "
+          // A message retention would remove but a consumer still has to
+          // see stops the walk as one inside its retention does.
+          "young AS (SELECT pg_catalog.min(id) AS id FROM scan "
+          "WHERE NOT old OR held), "
           "considered AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s "
           "WHERE s.id < coalesce((SELECT id FROM young), " +
           kForever +
@@ -220,6 +262,7 @@ CleanerBatches::Step CleanerBatches::MessageStep(pg::Session s,
           " o WHERE o.message_key = k.message_key AND o.id <= $2::bigint "
           "AND o.created_at < " +
           cutoff + " AND NOT " + IsHead(core_, topic_id, "o") +
+          " AND (o.compaction_rank IS NOT NULL OR NOT " + Held("o") + ")" +
           ") o), "
           "locked AS MATERIALIZED (SELECT m.id FROM " +
           message +
