@@ -88,6 +88,11 @@ TEST_CASE("stress: consumers under producers, rollbacks and the cleaner",
   std::map<std::int64_t, Written> committed;
   std::atomic<int> consumer_rollbacks{0};
   std::atomic<int> producer_rollbacks{0};
+  std::string failure;  // the first error a thread met
+  auto Fail = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (failure.empty()) failure = what;
+  };
 
   auto client = db.NewClient(12);
   std::vector<std::thread> threads;
@@ -96,7 +101,7 @@ TEST_CASE("stress: consumers under producers, rollbacks and the cleaner",
       std::mt19937 rng(1000 + p);
       auto producer = client.Topic<Counter>("stress").RegisterProducer();
       std::int64_t n = 0;
-      while (producing) {
+      while (producing) try {
         Tx tx = client.Begin();
         std::vector<std::pair<std::int64_t, Written>> mine;
         const int count = 1 + static_cast<int>(rng() % 3);
@@ -144,6 +149,10 @@ TEST_CASE("stress: consumers under producers, rollbacks and the cleaner",
         tx.Commit();
         std::lock_guard<std::mutex> lock(mutex);
         for (auto& [id, w] : mine) committed[id] = w;
+      } catch (const compaction::RetryableError&) {
+        ++producer_rollbacks;  // writers of several keys can deadlock
+      } catch (const std::exception& e) {
+        Fail(e.what());
       }
     });
   }
@@ -152,7 +161,7 @@ TEST_CASE("stress: consumers under producers, rollbacks and the cleaner",
       std::mt19937 rng(2000 + c);
       auto consumer = client.Topic<Counter>("stress").Consumer(
           "c", ConsumerOptions{1 + static_cast<int>(rng() % 20), false});
-      while (consuming) {
+      while (consuming) try {
         Tx tx = client.Begin();
         auto batch = consumer.Poll(tx);
         Record(tx, delivered, batch);
@@ -164,15 +173,19 @@ TEST_CASE("stress: consumers under producers, rollbacks and the cleaner",
           tx.Commit();
         }
         if (batch.empty()) consumer.Wait(50ms);
+      } catch (const std::exception& e) {
+        Fail(e.what());
       }
     });
   }
   threads.emplace_back([&] {
     Janitor janitor(client);
-    while (consuming) {
+    while (consuming) try {
       janitor.CompactLog("stress");
       janitor.SweepHeadless("stress");
       std::this_thread::sleep_for(20ms);
+    } catch (const std::exception& e) {
+      Fail(e.what());
     }
   });
 
@@ -190,6 +203,7 @@ TEST_CASE("stress: consumers under producers, rollbacks and the cleaner",
   consuming = false;
   for (std::size_t i = 3; i < threads.size(); ++i) threads[i].join();
 
+  CHECK(failure.empty());
   // No duplicates.
   CHECK(db.raw().Int("SELECT count(*) - count(DISTINCT id) FROM " +
                      delivered) == 0);
