@@ -102,58 +102,58 @@ TEST_CASE("stress: consumers under producers, rollbacks and the cleaner",
       auto producer = client.Topic<Counter>("stress").RegisterProducer();
       std::int64_t n = 0;
       while (producing) try {
-        Tx tx = client.Begin();
-        std::vector<std::pair<std::int64_t, Written>> mine;
-        const int count = 1 + static_cast<int>(rng() % 3);
-        for (int i = 0; i < count; ++i) {
-          Written w;
-          const int kind = static_cast<int>(rng() % 10);
-          const std::string key = "k" + std::to_string(rng() % 12);
-          std::int64_t id = 0;
-          if (kind < 2) {
-            id = producer.ProduceInTx(tx, Counter{++n}).id;
-          } else if (kind < 3) {
-            w.key = key;
-            id = producer
-                     .ProduceInTx(tx, Counter{++n},
-                                  ProduceOptions{key, std::nullopt})
-                     .id;
-          } else if (kind < 4) {
-            w.compacted = true;
-            w.key = key;
-            id =
-                producer
-                    .ProduceTombstoneInTx(
-                        tx, key,
-                        CompactionOptions{static_cast<std::int64_t>(rng() % 4)})
-                    .id;
-          } else {
-            w.compacted = true;
-            w.key = key;
-            id = producer
-                     .ProduceInTx(
-                         tx, Counter{++n},
-                         ProduceOptions{
-                             key, CompactionOptions{static_cast<std::int64_t>(
-                                      rng() % 4)}})
-                     .id;
+          Tx tx = client.Begin();
+          std::vector<std::pair<std::int64_t, Written>> mine;
+          const int count = 1 + static_cast<int>(rng() % 3);
+          for (int i = 0; i < count; ++i) {
+            Written w;
+            const int kind = static_cast<int>(rng() % 10);
+            const std::string key = "k" + std::to_string(rng() % 12);
+            std::int64_t id = 0;
+            if (kind < 2) {
+              id = producer.ProduceInTx(tx, Counter{++n}).id;
+            } else if (kind < 3) {
+              w.key = key;
+              id = producer
+                       .ProduceInTx(tx, Counter{++n},
+                                    ProduceOptions{key, std::nullopt})
+                       .id;
+            } else if (kind < 4) {
+              w.compacted = true;
+              w.key = key;
+              id = producer
+                       .ProduceTombstoneInTx(
+                           tx, key,
+                           CompactionOptions{
+                               static_cast<std::int64_t>(rng() % 4)})
+                       .id;
+            } else {
+              w.compacted = true;
+              w.key = key;
+              id = producer
+                       .ProduceInTx(
+                           tx, Counter{++n},
+                           ProduceOptions{
+                               key, CompactionOptions{static_cast<std::int64_t>(
+                                        rng() % 4)}})
+                       .id;
+            }
+            mine.emplace_back(id, w);
           }
-          mine.emplace_back(id, w);
+          std::this_thread::sleep_for(std::chrono::microseconds(rng() % 4000));
+          if (rng() % 5 == 0) {
+            tx.Rollback();
+            ++producer_rollbacks;
+            continue;
+          }
+          tx.Commit();
+          std::lock_guard<std::mutex> lock(mutex);
+          for (auto& [id, w] : mine) committed[id] = w;
+        } catch (const compaction::RetryableError&) {
+          ++producer_rollbacks;  // writers of several keys can deadlock
+        } catch (const std::exception& e) {
+          Fail(e.what());
         }
-        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 4000));
-        if (rng() % 5 == 0) {
-          tx.Rollback();
-          ++producer_rollbacks;
-          continue;
-        }
-        tx.Commit();
-        std::lock_guard<std::mutex> lock(mutex);
-        for (auto& [id, w] : mine) committed[id] = w;
-      } catch (const compaction::RetryableError&) {
-        ++producer_rollbacks;  // writers of several keys can deadlock
-      } catch (const std::exception& e) {
-        Fail(e.what());
-      }
     });
   }
   for (int c = 0; c < 3; ++c) {
@@ -162,31 +162,31 @@ TEST_CASE("stress: consumers under producers, rollbacks and the cleaner",
       auto consumer = client.Topic<Counter>("stress").Consumer(
           "c", ConsumerOptions{1 + static_cast<int>(rng() % 20), false});
       while (consuming) try {
-        Tx tx = client.Begin();
-        auto batch = consumer.Poll(tx);
-        Record(tx, delivered, batch);
-        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
-        if (rng() % 4 == 0) {
-          tx.Rollback();
-          ++consumer_rollbacks;
-        } else {
-          tx.Commit();
+          Tx tx = client.Begin();
+          auto batch = consumer.Poll(tx);
+          Record(tx, delivered, batch);
+          std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+          if (rng() % 4 == 0) {
+            tx.Rollback();
+            ++consumer_rollbacks;
+          } else {
+            tx.Commit();
+          }
+          if (batch.empty()) consumer.Wait(50ms);
+        } catch (const std::exception& e) {
+          Fail(e.what());
         }
-        if (batch.empty()) consumer.Wait(50ms);
-      } catch (const std::exception& e) {
-        Fail(e.what());
-      }
     });
   }
   threads.emplace_back([&] {
     Janitor janitor(client);
     while (consuming) try {
-      janitor.CompactLog("stress");
-      janitor.SweepHeadless("stress");
-      std::this_thread::sleep_for(20ms);
-    } catch (const std::exception& e) {
-      Fail(e.what());
-    }
+        janitor.CompactLog("stress");
+        janitor.SweepHeadless("stress");
+        std::this_thread::sleep_for(20ms);
+      } catch (const std::exception& e) {
+        Fail(e.what());
+      }
   });
 
   std::this_thread::sleep_for(std::chrono::seconds(StressSeconds()));
