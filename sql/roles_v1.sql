@@ -21,7 +21,8 @@
 --   app      reads messages and heads, appends messages (the server sets
 --            their id and created_at), moves heads only through the
 --            topic's produce function, inserts and refreshes headless rows
---            (the lock), registers topics through register_topic (which
+--            (the lock), consumes (creates, locks and moves consumer
+--            positions), registers topics through register_topic (which
 --            never changes an existing topic's settings). No DELETE,
 --            TRUNCATE or DDL; no write of a head's columns or times.
 --   janitor  the daemon: sweeps and cleans only through the functions of
@@ -32,7 +33,8 @@
 --            lets move only as the walk moves them. No access to message
 --            tables, no write to head tables, no INSERT, no DDL.
 --   monitor  stats only: the topic list, versions, janitor_state,
---            log_cleaner_state and the idle_since column of head tables.
+--            log_cleaner_state, consumer positions and the idle_since
+--            column of head tables.
 --            No message tables, no keys.
 -- app and janitor are members of monitor: the daemon exports stats, and an
 -- application may read a topic's stats.
@@ -157,13 +159,22 @@ GRANT UPDATE (claimed_by, claimed_until, last_sweep_started_at,
               total_tombstones_expired, scanned_at, next_created_at,
               tombstoned_keys)
   ON {schema}.log_cleaner_state TO {janitor_role};
-GRANT EXECUTE ON FUNCTION {schema}.register_topic(text, bigint, bigint, bigint)
+GRANT EXECUTE ON FUNCTION
+  {schema}.register_topic(text, bigint, bigint, bigint, integer, bigint)
   TO {app_role};
 GRANT EXECUTE ON FUNCTION
   {schema}.sweep_headless(bigint, bigint, timestamptz, text),
   {schema}.clean_tombstones(bigint, bigint, bigint),
   {schema}.clean_messages(bigint, bigint, bigint),
   {schema}.count_tombstoned_keys(bigint, bigint, bigint) TO {janitor_role};
+-- Consumers: Poll creates its positions, locks them (FOR UPDATE needs an
+-- UPDATE grant) and moves them; never their topic, consumer or partition.
+-- Resetting or dropping a consumer is an operator's (owner) task.
+GRANT SELECT, INSERT, UPDATE (done_snapshot, read_snapshot, cursor_xid,
+                              cursor_id, last_poll_at)
+  ON {schema}.consumer_position TO {app_role};
+-- Positions carry no payloads or keys: lag and activity are stats.
+GRANT SELECT ON {schema}.consumer_position TO {monitor_role};
 
 -- Topics registered before this ran.
 SELECT {schema}.grant_topic(t.id) FROM {schema}.topic t;

@@ -57,6 +57,18 @@ CREATE TABLE IF NOT EXISTS {schema}.topic (
                     AND (tombstone_retention_ms <= 3153600000000::bigint
                          OR tombstone_retention_ms
                             = 9223372036854775807::bigint)),
+  -- How many partitions the message log is split in for consumers (a
+  -- key's messages always share one). Fixed when the topic is created: the
+  -- message table's generated column bakes it in.
+  partitions      integer NOT NULL DEFAULT 1
+                  CONSTRAINT topic_partitions_range CHECK (
+                    partitions >= 1 AND partitions <= 1024),
+  -- A consumer whose last Poll is older than this is inactive: it is
+  -- reported, and the log cleaner no longer waits for it.
+  consumer_inactive_after_ms bigint NOT NULL DEFAULT 604800000
+                  CONSTRAINT topic_consumer_inactive_after_ms_range CHECK (
+                    consumer_inactive_after_ms > 0::bigint
+                    AND consumer_inactive_after_ms <= 3153600000000::bigint),
   created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
   updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
@@ -133,6 +145,37 @@ CREATE TABLE IF NOT EXISTS {schema}.log_cleaner_state (
   walked_xmax            xid8,
   tombstone_walked_position bigint,
   tombstone_walked_xmax  xid8
+);
+
+-- Consumer positions, one row per topic, consumer and partition, created
+-- by the consumer's first Poll and locked by every Poll (FOR UPDATE SKIP
+-- LOCKED: instances of one consumer share the partitions). A position is a
+-- snapshot, not a message id, because ids are drawn before commit and
+-- transactions commit in any order: every message whose writing
+-- transaction is visible in done_snapshot has been consumed. A batch is
+-- what read_snapshot sees that done_snapshot did not, walked in (xid, id)
+-- order; cursor_xid/cursor_id is the last message delivered from it, and
+-- once it is exhausted done_snapshot takes its value. Why this never skips
+-- a late commit: lib/src/consume_read.cpp.
+CREATE TABLE IF NOT EXISTS {schema}.consumer_position (
+  topic_id      bigint NOT NULL
+                REFERENCES {schema}.topic (id) ON DELETE CASCADE,
+  consumer      text NOT NULL
+                CONSTRAINT consumer_position_consumer_valid CHECK (
+                  consumer COLLATE "C" ~ '^[a-z0-9][a-z0-9._-]{0,99}$'::text),
+  partition     integer NOT NULL
+                CONSTRAINT consumer_position_partition_range CHECK (
+                  partition >= 0 AND partition < 1024),
+  done_snapshot pg_snapshot NOT NULL,
+  read_snapshot pg_snapshot,
+  cursor_xid    xid8,
+  cursor_id     bigint,
+  created_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  last_poll_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  CONSTRAINT consumer_position_pkey PRIMARY KEY (topic_id, consumer, partition),
+  CONSTRAINT consumer_position_cursor_in_window CHECK (
+    (cursor_xid IS NULL) = (cursor_id IS NULL)
+    AND (read_snapshot IS NOT NULL OR cursor_xid IS NULL))
 );
 
 -- Keeps a head row's created_at what its INSERT made it (the baseline
@@ -370,6 +413,45 @@ AS $cleaner_future_sql$
   SELECT 'pg_catalog.now() + interval ''1 hour'''::text
 $cleaner_future_sql$;
 
+-- Consumers (lib/src/consume_read.cpp): tombstones, and messages without a
+-- key or without compaction, wait until every active consumer of the topic
+-- (last Poll within consumer_inactive_after) has consumed them. Keyed
+-- compacted messages that are not their key's head go all the same: the
+-- consumer reads the key's newer version. `waiting` is the positions of the
+-- active consumers, a handful of rows per partition.
+CREATE OR REPLACE FUNCTION {schema}.cleaner_waiting_sql()
+  RETURNS text
+  LANGUAGE sql
+  IMMUTABLE
+  SET search_path = pg_catalog, pg_temp
+AS $cleaner_waiting_sql$
+  SELECT 'waiting AS MATERIALIZED (SELECT p.partition, p.done_snapshot, '
+    'p.read_snapshot, p.cursor_xid, p.cursor_id FROM '
+    '{schema}.consumer_position p WHERE p.topic_id = $1 AND p.consumer IN '
+    '(SELECT q.consumer FROM {schema}.consumer_position q JOIN '
+    '{schema}.topic t ON t.id = q.topic_id WHERE q.topic_id = $1 GROUP BY '
+    'q.consumer, t.consumer_inactive_after_ms HAVING '
+    'pg_catalog.max(q.last_poll_at) > pg_catalog.now() - '
+    't.consumer_inactive_after_ms::float8 * interval ''1 millisecond'')), '::text
+$cleaner_waiting_sql$;
+
+-- "Some active consumer has not consumed message `m`": a position has
+-- consumed it when its writer is visible in the done snapshot, or in the
+-- window being walked at or before the cursor.
+CREATE OR REPLACE FUNCTION {schema}.cleaner_held_sql(p_m text)
+  RETURNS text
+  LANGUAGE sql
+  IMMUTABLE
+  SET search_path = pg_catalog, pg_temp
+AS $cleaner_held_sql$
+  SELECT pg_catalog.concat('EXISTS (SELECT 1 FROM waiting w WHERE ',
+    'w.partition = ', p_m, '.partition AND NOT ',
+    'pg_catalog.pg_visible_in_snapshot(', p_m, '.xid, w.done_snapshot) ',
+    'AND NOT coalesce(pg_catalog.pg_visible_in_snapshot(', p_m,
+    '.xid, w.read_snapshot) AND (', p_m, '.xid, ', p_m,
+    '.id) <= (w.cursor_xid, w.cursor_id), false))')
+$cleaner_held_sql$;
+
 -- The frontier columns of both walks: the frontier, whether the batch was
 -- full, the snapshot's xmax.
 CREATE OR REPLACE FUNCTION {schema}.cleaner_frontier_sql()
@@ -412,14 +494,18 @@ BEGIN
       MESSAGE = pg_catalog.format('topic %s: the tombstone walk has not '
                                   'reached %s', p_topic_id, p_after);
   END IF;
+  -- A tombstone a consumer still has to see stops the walk as one inside
+  -- its retention does.
   EXECUTE pg_catalog.concat(
-    'WITH scan AS MATERIALIZED (SELECT m.id, m.message_key, m.created_at < ',
+    'WITH ', {schema}.cleaner_waiting_sql(),
+    'scan AS MATERIALIZED (SELECT m.id, m.message_key, m.created_at < ',
     {schema}.cleaner_cutoff_sql('tombstone_retention_ms'), ' AS old, ',
-    'm.created_at > ', {schema}.cleaner_future_sql(), ' AS future FROM ',
+    'm.created_at > ', {schema}.cleaner_future_sql(), ' AS future, ',
+    {schema}.cleaner_held_sql('m'), ' AS held FROM ',
     v_message, ' m WHERE m.payload IS NULL AND m.id > $2::bigint ',
     'ORDER BY m.id LIMIT $3::bigint), ',
     'young AS (SELECT pg_catalog.min(id) AS id FROM scan ',
-    'WHERE NOT old AND NOT future), ',
+    'WHERE (NOT old AND NOT future) OR held), ',
     'due AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s ',
     'WHERE s.old AND s.id < coalesce((SELECT id FROM young), ',
     '9223372036854775807::bigint) AND ',
@@ -487,13 +573,18 @@ BEGIN
       MESSAGE = pg_catalog.format('topic %s: the message walk has not '
                                   'reached %s', p_topic_id, p_after);
   END IF;
+  -- A message retention would remove but a consumer still has to see
+  -- stops the walk as one inside its retention does.
   EXECUTE pg_catalog.concat(
-    'WITH scan AS MATERIALIZED (SELECT m.id, m.message_key, m.created_at, ',
+    'WITH ', {schema}.cleaner_waiting_sql(),
+    'scan AS MATERIALIZED (SELECT m.id, m.message_key, m.created_at, ',
     'm.created_at < ', v_cutoff, ' AS old, m.created_at > ',
-    {schema}.cleaner_future_sql(), ' AS future FROM ', v_message,
+    {schema}.cleaner_future_sql(), ' AS future, ',
+    '(m.message_key IS NULL OR m.compaction_rank IS NULL) AND ',
+    {schema}.cleaner_held_sql('m'), ' AS held FROM ', v_message,
     ' m WHERE m.id > $2::bigint ORDER BY m.id LIMIT $3::bigint), ',
     'young AS (SELECT pg_catalog.min(id) AS id FROM scan ',
-    'WHERE NOT old AND NOT future), ',
+    'WHERE (NOT old AND NOT future) OR held), ',
     'considered AS MATERIALIZED (SELECT s.id, s.message_key FROM scan s ',
     'WHERE s.old AND s.id < coalesce((SELECT id FROM young), ',
     '9223372036854775807::bigint)), ',
@@ -504,7 +595,9 @@ BEGIN
     '(SELECT o.id FROM ', v_message,
     ' o WHERE o.message_key = k.message_key AND o.id <= $2::bigint ',
     'AND o.created_at < ', v_cutoff, ' AND NOT ',
-    {schema}.cleaner_is_head_sql(v_head, 'o'), ') o), ',
+    {schema}.cleaner_is_head_sql(v_head, 'o'),
+    ' AND (o.compaction_rank IS NOT NULL OR NOT ',
+    {schema}.cleaner_held_sql('o'), ')) o), ',
     'locked AS MATERIALIZED (SELECT m.id FROM ', v_message,
     ' m WHERE m.id = ANY (ARRAY(SELECT id FROM cand)) ',
     'FOR UPDATE SKIP LOCKED), ',
@@ -593,12 +686,16 @@ $grant_topic$;
 -- branch leaves the row locked by this transaction for the settings update.
 -- `version` and `fingerprint` are the recorded topic baseline's (NULL when
 -- missing): the library refuses a topic created from another baseline.
+-- p_partitions is fixed at creation: a different value for an existing
+-- topic is refused (SQLSTATE 22023) before anything changes.
 CREATE OR REPLACE FUNCTION {schema}.register_topic(
     p_name text, p_headless_ttl_ms bigint, p_retention_ms bigint,
-    p_tombstone_retention_ms bigint)
+    p_tombstone_retention_ms bigint, p_partitions integer DEFAULT NULL,
+    p_consumer_inactive_after_ms bigint DEFAULT NULL)
   RETURNS TABLE (id bigint, name text, headless_ttl_ms bigint,
                  retention_ms bigint, tombstone_retention_ms bigint,
-                 inserted boolean, version integer, fingerprint text)
+                 inserted boolean, version integer, fingerprint text,
+                 partitions integer, consumer_inactive_after_ms bigint)
   LANGUAGE plpgsql
   SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
@@ -613,17 +710,26 @@ DECLARE
   v_schema CONSTANT text := pg_catalog.quote_ident({schema_name}::text);
 BEGIN
   -- Only the name: a new row takes every setting's column default.
-  INSERT INTO {schema}.topic AS t (name)
-  VALUES (p_name)
+  INSERT INTO {schema}.topic AS t (name, partitions)
+  VALUES (p_name, coalesce(p_partitions, 1))
   ON CONFLICT (name) DO UPDATE SET updated_at = pg_catalog.now()
   RETURNING t.id, t.name, t.headless_ttl_ms, t.retention_ms,
-            t.tombstone_retention_ms, t.xmax = '0'::xid
+            t.tombstone_retention_ms, t.xmax = '0'::xid, t.partitions,
+            t.consumer_inactive_after_ms
   INTO id, name, headless_ttl_ms, retention_ms, tombstone_retention_ms,
-       inserted;
+       inserted, partitions, consumer_inactive_after_ms;
+  IF p_partitions IS NOT NULL AND p_partitions <> partitions THEN
+    RAISE EXCEPTION USING
+      ERRCODE = 'invalid_parameter_value',
+      MESSAGE = pg_catalog.format(
+        'topic %s has %s partitions, fixed at its creation; %s requested',
+        name, partitions, p_partitions);
+  END IF;
   IF NOT inserted
      AND (p_headless_ttl_ms <> headless_ttl_ms
           OR p_retention_ms <> retention_ms
-          OR p_tombstone_retention_ms <> tombstone_retention_ms) THEN
+          OR p_tombstone_retention_ms <> tombstone_retention_ms
+          OR p_consumer_inactive_after_ms <> consumer_inactive_after_ms) THEN
     RAISE EXCEPTION USING
       ERRCODE = 'insufficient_privilege',
       MESSAGE = pg_catalog.format(
@@ -634,20 +740,26 @@ BEGIN
   END IF;
   -- A new topic's settings; the row is ours (inserted above).
   IF inserted AND (p_headless_ttl_ms IS NOT NULL OR p_retention_ms IS NOT NULL
-                   OR p_tombstone_retention_ms IS NOT NULL) THEN
+                   OR p_tombstone_retention_ms IS NOT NULL
+                   OR p_consumer_inactive_after_ms IS NOT NULL) THEN
     UPDATE {schema}.topic AS t
     SET headless_ttl_ms = coalesce(p_headless_ttl_ms, t.headless_ttl_ms),
         retention_ms = coalesce(p_retention_ms, t.retention_ms),
         tombstone_retention_ms = coalesce(p_tombstone_retention_ms,
                                           t.tombstone_retention_ms),
+        consumer_inactive_after_ms = coalesce(p_consumer_inactive_after_ms,
+                                              t.consumer_inactive_after_ms),
         updated_at = pg_catalog.now()
     WHERE t.id = register_topic.id
-    RETURNING t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms
-    INTO headless_ttl_ms, retention_ms, tombstone_retention_ms;
+    RETURNING t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms,
+              t.consumer_inactive_after_ms
+    INTO headless_ttl_ms, retention_ms, tombstone_retention_ms,
+         consumer_inactive_after_ms;
   END IF;
   IF inserted THEN
-    EXECUTE pg_catalog.replace(
+    EXECUTE pg_catalog.replace(pg_catalog.replace(
       pg_catalog.replace(v_template, '{id}'::text, id::text),
+      '{partitions}'::text, partitions::text),
       pg_catalog.concat('{', 'schema}'), v_schema);
     version := 1;
     fingerprint := {topic_fingerprint};
@@ -672,7 +784,8 @@ $register_topic$;
 -- Functions are executable by PUBLIC by default; registration is granted
 -- explicitly (to the application role by roles_v1.sql).
 REVOKE ALL ON FUNCTION
-  {schema}.register_topic(text, bigint, bigint, bigint) FROM PUBLIC;
+  {schema}.register_topic(text, bigint, bigint, bigint, integer, bigint)
+  FROM PUBLIC;
 REVOKE ALL ON FUNCTION {schema}.grant_topic(bigint) FROM PUBLIC;
 -- A trigger runs its function without checking EXECUTE: nobody needs it.
 REVOKE ALL ON FUNCTION {schema}.refuse_created_at_change() FROM PUBLIC;

@@ -1,8 +1,10 @@
 -- Topic baseline v1 of libcompaction: the generated tables of one topic.
 --
 -- {schema} stands for the quoted schema identifier, {id} for the numeric
--- topic id (never a user string). Run once per topic, in the transaction
--- that inserts the topic row. Pre-v1 this baseline is edited in place.
+-- topic id (never a user string), {partitions} for the topic's partition
+-- count (a number, fixed at creation). Run once per topic, in the
+-- transaction that inserts the topic row. Pre-v1 this baseline is edited
+-- in place.
 
 -- The message log. compaction_rank NULL: the message did not opt into
 -- compaction. payload NULL: a tombstone, which says its key has no value
@@ -14,6 +16,19 @@ CREATE TABLE {schema}.message_{id} (
   compaction_rank bigint,
   payload         jsonb,
   created_at      timestamptz NOT NULL DEFAULT statement_timestamp(),
+  -- The writing transaction (top-level) id: consumers read what a newer
+  -- snapshot sees that their last one did not (lib/src/consume_read.cpp),
+  -- whatever order the writers committed in. A default, so no INSERT
+  -- names it.
+  xid             xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+  -- A key's messages always share a partition (a stable hash of the key:
+  -- the one hash partitioning relies on across upgrades); unkeyed messages
+  -- spread by id. Non-negative without abs(), which fails on the smallest
+  -- bigint.
+  partition       integer NOT NULL GENERATED ALWAYS AS ((
+                    (coalesce(pg_catalog.hashtextextended(message_key, 0::bigint),
+                              id) % {partitions}::bigint + {partitions}::bigint)
+                    % {partitions}::bigint)::integer) STORED,
   CONSTRAINT message_{id}_tombstone_keyed CHECK (
     payload IS NOT NULL
     OR (message_key IS NOT NULL AND compaction_rank IS NOT NULL))
@@ -21,6 +36,10 @@ CREATE TABLE {schema}.message_{id} (
 
 CREATE INDEX message_{id}_key_history ON {schema}.message_{id} (message_key, id)
   WHERE message_key IS NOT NULL;
+
+-- The consumers' batch read: one partition, in transaction order.
+CREATE INDEX message_{id}_consume ON {schema}.message_{id}
+  (partition, xid, id);
 
 -- The log cleaner finds tombstones through this index. Messages are never
 -- updated, so it costs the head advances nothing (they stay HOT).

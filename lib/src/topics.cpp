@@ -20,15 +20,18 @@ constexpr std::chrono::milliseconds kDestroyLockTimeout{5000};
 // The topic columns every lookup selects first, in ParseTopic's order.
 constexpr const char* kTopicColumns =
     "t.id, t.name, t.headless_ttl_ms, t.retention_ms, "
-    "t.tombstone_retention_ms";
-constexpr int kTopicColumnCount = 5;
+    "t.tombstone_retention_ms, t.partitions, t.consumer_inactive_after_ms";
+constexpr int kTopicColumnCount = 7;
 
 TopicInfo ParseTopic(const PGresult* r, int row) {
   using std::chrono::milliseconds;
-  return TopicInfo{pg::Int64(r, row, 0), std::string(pg::Text(r, row, 1)),
+  return TopicInfo{pg::Int64(r, row, 0),
+                   std::string(pg::Text(r, row, 1)),
                    milliseconds(pg::Int64(r, row, 2)),
                    milliseconds(pg::Int64(r, row, 3)),
-                   milliseconds(pg::Int64(r, row, 4))};
+                   milliseconds(pg::Int64(r, row, 4)),
+                   static_cast<int>(pg::Int64(r, row, 5)),
+                   milliseconds(pg::Int64(r, row, 6))};
 }
 
 std::optional<std::int64_t> Millis(
@@ -70,17 +73,19 @@ void UpdateChangedSettings(ClientCore& core, pg::Session s,
                            const std::string& name, const TopicConfig& config) {
   constexpr const char* kOp = "Register";
   if (!config.headless_ttl && !config.retention &&
-      !config.tombstone_retention) {
+      !config.tombstone_retention && !config.consumer_inactive_after) {
     return;
   }
   pg::Params params;
   params.Add(name)
       .Add(Millis(config.headless_ttl))
       .Add(Millis(config.retention))
-      .Add(Millis(config.tombstone_retention));
+      .Add(Millis(config.tombstone_retention))
+      .Add(Millis(config.consumer_inactive_after));
   const std::string differs =
       "($2::bigint <> t.headless_ttl_ms OR $3::bigint <> t.retention_ms OR "
-      "$4::bigint <> t.tombstone_retention_ms)";
+      "$4::bigint <> t.tombstone_retention_ms OR "
+      "$5::bigint <> t.consumer_inactive_after_ms)";
   pg::Result found = pg::Exec(s, kOp,
                               "SELECT " + differs + " FROM " + core.schema() +
                                   ".topic t WHERE t.name = $1::text",
@@ -96,7 +101,8 @@ void UpdateChangedSettings(ClientCore& core, pg::Session s,
                  "t.headless_ttl_ms), retention_ms = coalesce($3::bigint, "
                  "t.retention_ms), tombstone_retention_ms = "
                  "coalesce($4::bigint, t.tombstone_retention_ms), "
-                 "updated_at = pg_catalog.now() WHERE t.name = $1::text",
+                 "consumer_inactive_after_ms = coalesce($5::bigint, "
+                 "t.consumer_inactive_after_ms), updated_at = pg_catalog.now() WHERE t.name = $1::text",
              params);
   } catch (const DatabaseError& e) {
     if (e.sqlstate() != pg::kInsufficientPrivilege) throw;
@@ -163,6 +169,15 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
   if (config.tombstone_retention) {
     ValidateRetention(kOp, "tombstone_retention", *config.tombstone_retention);
   }
+  if (config.partitions) {
+    ValidateLimit(kOp, "partitions", *config.partitions, kMaxPartitions);
+  }
+  if (config.consumer_inactive_after) {
+    ValidateTtl(kOp, "consumer_inactive_after",
+                *config.consumer_inactive_after);
+  }
+  std::optional<std::int64_t> partitions;
+  if (config.partitions) partitions = *config.partitions;
   // register_topic (sql/system_v1.sql) upserts the row, creates a new
   // topic's tables, grants the shipped roles and notifies, as the schema's
   // owner, so a role allowed to execute it registers without any DDL
@@ -180,13 +195,23 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
                       std::string("SELECT ") + kTopicColumns +
                           ", t.version, t.fingerprint FROM " + core.schema() +
                           ".register_topic($1::text, $2::bigint, $3::bigint, "
-                          "$4::bigint) t",
+                          "$4::bigint, $5::integer, $6::bigint) t",
                       pg::Params()
                           .Add(name)
                           .Add(Millis(config.headless_ttl))
                           .Add(Millis(config.retention))
-                          .Add(Millis(config.tombstone_retention)));
+                          .Add(Millis(config.tombstone_retention))
+                          .Add(partitions)
+                          .Add(Millis(config.consumer_inactive_after)));
     } catch (const DatabaseError& e) {
+      // Only register_topic raises this: partitions differ from the
+      // existing topic's, which are fixed at its creation.
+      if (e.sqlstate() == "22023" && config.partitions) {
+        throw InvalidArgument(kOp, "partitions of topic \"" + name +
+                                       "\" are fixed at its creation (" +
+                                       std::to_string(*config.partitions) +
+                                       " requested)");
+      }
       RethrowSchemaMissing(core, kOp, e);
     }
   });

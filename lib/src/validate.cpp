@@ -28,26 +28,36 @@ std::string Shown(const std::string& text) {
   return text.size() > 40 ? out + "..." : out;
 }
 
-}  // namespace
-
-void ValidateTopicName(const char* operation, const std::string& name) {
-  if (name.empty()) throw InvalidArgument(operation, "topic name is empty");
+// Topic and consumer names: the same rules (the database CHECKs repeat them).
+void ValidateName(const char* operation, const std::string& what,
+                  const std::string& name) {
+  if (name.empty()) throw InvalidArgument(operation, what + " is empty");
   if (name.size() > kMaxTopicNameLength) {
-    throw InvalidArgument(operation, "topic name is longer than " +
+    throw InvalidArgument(operation, what + " is longer than " +
                                          std::to_string(kMaxTopicNameLength) +
                                          " characters");
   }
   if (!IsTopicStart(name.front())) {
-    throw InvalidArgument(operation, "topic name \"" + Shown(name) +
+    throw InvalidArgument(operation, what + " \"" + Shown(name) +
                                          "\" must start with a-z or 0-9");
   }
   for (char c : name) {
     if (!IsTopicChar(c)) {
       throw InvalidArgument(operation,
-                            "topic name \"" + Shown(name) +
+                            what + " \"" + Shown(name) +
                                 "\" may contain only a-z, 0-9, '.', '_', '-'");
     }
   }
+}
+
+}  // namespace
+
+void ValidateTopicName(const char* operation, const std::string& name) {
+  ValidateName(operation, "topic name", name);
+}
+
+void ValidateConsumerName(const char* operation, const std::string& name) {
+  ValidateName(operation, "consumer name", name);
 }
 
 void ValidateMessageKey(const char* operation, const std::string& key) {

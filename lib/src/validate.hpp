@@ -16,6 +16,8 @@ inline constexpr std::size_t kMaxMessageKeyBytes = 1024;
 inline constexpr int kMaxPageSize = 10000;
 
 void ValidateTopicName(const char* operation, const std::string& name);
+// Consumer names follow the topic-name rules.
+void ValidateConsumerName(const char* operation, const std::string& name);
 void ValidateMessageKey(const char* operation, const std::string& key);
 void ValidateHeadlessTtl(const char* operation, std::chrono::milliseconds ttl);
 // 0..kMaxTtl or kKeepForever, else InvalidArgument naming `what`.

@@ -44,7 +44,7 @@ TEST_CASE("roles: everything in the schema belongs to the owner role") {
                        {f.db.schema()}));
   CHECK(f.db.raw().Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1 "
                        "AND tableowner = $2",
-                       {f.db.schema(), owner}) == 8);
+                       {f.db.schema(), owner}) == 9);
   // register_topic runs as the owner, with a pinned search_path.
   auto fn = f.db.raw().Query(
       "SELECT p.proowner::regrole::text, p.prosecdef, p.proconfig::text "
@@ -89,13 +89,28 @@ TEST_CASE("roles: the application role reads, locks, produces and registers") {
     CHECK(t.Stats().headless_rows == 1);
   }
 
+  // It consumes: creates, locks and moves its positions.
+  auto consumer = topic.Consumer("reader");
+  CHECK(app.InTransaction([&](compaction::Tx& tx) { return consumer.Poll(tx); })
+            .size() == 2);
+  CHECK_FALSE(consumer.Wait(std::chrono::milliseconds(0)));
+  // The cleaner (janitor role) reads what it needs to wait for consumers.
+  auto janitor_client = f.ClientAs("janitor");
+  CHECK_NOTHROW(compaction::Janitor(janitor_client).CompactLog("fresh"));
+  CHECK(RawConn("user=" + f.Login("monitor"))
+            .TryExec("SELECT * FROM " + f.db.QuotedSchema() +
+                     ".consumer_position") == "");
+
   RawConn raw("user=" + f.Login("app"));
   const std::string message = f.db.MessageTable("fresh");
   const std::string head = f.db.HeadTable("fresh");
   const std::string schema = f.db.QuotedSchema();
   for (const std::string& sql :
-       {"DROP TABLE " + message, "DROP TABLE " + head, "TRUNCATE " + message,
-        "TRUNCATE " + head, "DELETE FROM " + message, "DELETE FROM " + head,
+       {"UPDATE " + schema + ".consumer_position SET consumer = 'other'",
+        "UPDATE " + schema + ".consumer_position SET partition = 1",
+        "DELETE FROM " + schema + ".consumer_position", "DROP TABLE " + message,
+        "DROP TABLE " + head, "TRUNCATE " + message, "TRUNCATE " + head,
+        "DELETE FROM " + message, "DELETE FROM " + head,
         "UPDATE " + head + " SET message_key = 'other'",
         "UPDATE " + head + " SET created_at = now()",
         "ALTER TABLE " + head + " DROP CONSTRAINT " + "compaction_head_" +

@@ -73,7 +73,7 @@ TEST_CASE("Destroy removes the topic and its tables") {
                                    {"k", compaction::CompactionOptions{}});
   topic.Destroy();
   CHECK(db.raw().Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1",
-                     {db.schema()}) == 4);
+                     {db.schema()}) == 5);
   CHECK_THROWS_AS(topic.Key("k").CompactionHead(), compaction::TopicNotFound);
   CHECK_THROWS_AS(topic.Destroy(), compaction::TopicNotFound);
   // Registered again it starts empty under a new id; cached ids are refreshed.

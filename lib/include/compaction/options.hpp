@@ -97,7 +97,18 @@ struct TopicConfig {
   // How long a tombstone that is its key's head is kept; then the cleaner
   // deletes it and the key's row turns headless. Same bounds; default 1 day.
   std::optional<std::chrono::milliseconds> tombstone_retention;
+  // How many partitions consumers split the topic in (a key's messages
+  // always land in one; instances of a consumer share the partitions).
+  // 1..kMaxPartitions, default 1, fixed when the topic is created: a
+  // different value for an existing topic is InvalidArgument.
+  std::optional<int> partitions;
+  // A consumer whose last Poll is older than this is inactive: reported as
+  // such, and the log cleaner no longer keeps tombstones or messages out of
+  // retention for it. Positive and at most kMaxTtl; default 7 days.
+  std::optional<std::chrono::milliseconds> consumer_inactive_after;
 };
+
+inline constexpr int kMaxPartitions = 1024;
 
 struct TopicInfo {
   std::int64_t id = 0;
@@ -105,6 +116,8 @@ struct TopicInfo {
   std::chrono::milliseconds headless_ttl{0};
   std::chrono::milliseconds retention{0};
   std::chrono::milliseconds tombstone_retention{0};
+  int partitions = 1;
+  std::chrono::milliseconds consumer_inactive_after{0};
 };
 
 struct ListOptions {

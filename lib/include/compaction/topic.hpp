@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "compaction/consumer.hpp"
 #include "compaction/detail/entry_points.hpp"
 #include "compaction/message.hpp"
 #include "compaction/options.hpp"
@@ -108,6 +109,14 @@ class TopicHandle {
   // Resolves the topic once; throws TopicNotFound when it is not registered.
   Producer<M> RegisterProducer() {
     return Producer<M>(core_, detail::FindTopic(*core_, name_));
+  }
+
+  // A consumer of this topic named `name` (the topic-name rules; checked
+  // here, with the options, InvalidArgument). No I/O: its positions are
+  // created by its first Poll, at the start of the topic.
+  compaction::Consumer<M> Consumer(std::string name,
+                                   ConsumerOptions options = {}) const {
+    return compaction::Consumer<M>(core_, name_, std::move(name), options);
   }
 
   // Heads with a value (neither headless nor a tombstone) in message_key

@@ -1,0 +1,192 @@
+// Consumers: Poll's position lock and move, Wait's probe.
+#include <chrono>
+#include <thread>
+
+#include "compaction/consumer.hpp"
+#include "consume_read.hpp"
+#include "topics.hpp"
+#include "tx_internal.hpp"
+#include "validate.hpp"
+
+namespace compaction::detail {
+namespace {
+
+constexpr const char* kPollOp = "Poll";
+
+// How often Wait probes. A commit is seen within one interval plus a probe,
+// well inside the 100 ms promised, and an idle waiter costs the server
+// about 30 index probes a second per partition; produces pay nothing.
+constexpr std::chrono::milliseconds kWaitProbeInterval{25};
+
+std::string Positions(const ClientCore& core) {
+  return core.schema() + ".consumer_position";
+}
+
+// Locks one position of the consumer that no other transaction holds:
+// first one that may have something new, then the least recently polled,
+// so one instance visits every partition in turn. An empty result: none
+// exists yet, or every one is held.
+std::string LockSql(const ClientCore& core, const TopicInfo& topic) {
+  // With one partition there is nothing to choose.
+  const std::string order = topic.partitions == 1
+                                ? "p.partition"
+                                : HasNewSql(core.MessageTable(topic.id)) +
+                                      " DESC, p.last_poll_at, p.partition";
+  return "/* compaction:Poll:lock */ SELECT p.partition, "
+         "p.done_snapshot::text, p.read_snapshot::text, p.cursor_xid::text, "
+         "p.cursor_id FROM " +
+         Positions(core) +
+         " p WHERE p.topic_id = $1::bigint AND p.consumer = $2::text "
+         "ORDER BY " +
+         order + " LIMIT 1 FOR UPDATE OF p SKIP LOCKED";
+}
+
+// Takes a position, creating the consumer's positions (at the start of the
+// topic) when it has none. False when every position is held elsewhere.
+bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
+                  const std::string& consumer, int& partition,
+                  Position& position) {
+  const std::string lock = LockSql(core, topic);
+  const pg::Params params = pg::Params().Add(topic.id).Add(consumer);
+  pg::Result r = pg::Exec(s, kPollOp, lock, params);
+  if (PQntuples(r.get()) == 0) {
+    // Nothing free: every position is held, or none exists yet. Asked
+    // first because an insert would wait on a held row (its holder's
+    // update is uncommitted) instead of skipping it.
+    pg::Result exists =
+        pg::Exec(s, kPollOp,
+                 "SELECT EXISTS (SELECT 1 FROM " + Positions(core) +
+                     " p WHERE p.topic_id = $1::bigint AND p.consumer = "
+                     "$2::text)",
+                 params);
+    if (pg::Bool(exists.get(), 0, 0)) return false;
+    // One that meets another instance's uncommitted insert waits for it,
+    // then skips its rows.
+    pg::Result made = pg::Exec(
+        s, kPollOp,
+        "INSERT INTO " + Positions(core) +
+            " (topic_id, consumer, partition, done_snapshot) SELECT "
+            "$1::bigint, $2::text, g.g, $3::pg_snapshot FROM "
+            "pg_catalog.generate_series(0, $4::integer - 1) g (g) "
+            "ON CONFLICT ON CONSTRAINT consumer_position_pkey DO NOTHING "
+            "RETURNING partition",
+        pg::Params()
+            .Add(topic.id)
+            .Add(consumer)
+            .Add(std::string(kStartSnapshot))
+            .Add(topic.partitions));
+    if (PQntuples(made.get()) == 0) return false;
+    r = pg::Exec(s, kPollOp, lock, params);
+    if (PQntuples(r.get()) == 0) return false;
+  }
+  const PGresult* row = r.get();
+  partition = static_cast<int>(pg::Int64(row, 0, 0));
+  position.done = std::string(pg::Text(row, 0, 1));
+  if (!pg::IsNull(row, 0, 2)) position.read = std::string(pg::Text(row, 0, 2));
+  if (!pg::IsNull(row, 0, 3)) {
+    position.cursor_xid = std::string(pg::Text(row, 0, 3));
+  }
+  position.cursor_id = pg::OptInt64(row, 0, 4);
+  return true;
+}
+
+}  // namespace
+
+void ValidateConsumer(const std::string& topic, const std::string& consumer,
+                      const ConsumerOptions& options) {
+  constexpr const char* kOp = "Consumer";
+  ValidateTopicName(kOp, topic);
+  ValidateConsumerName(kOp, consumer);
+  ValidateLimit(kOp, "batch_size", options.batch_size, kMaxConsumerBatch);
+}
+
+PolledBatch PollRead(ClientCore& core, Tx& tx, const std::string& topic,
+                     const std::string& consumer,
+                     const ConsumerOptions& options) {
+  ValidateConsumer(topic, consumer, options);
+  TxState& state = TxGate::State(tx);
+  // READ COMMITTED: the read after the lock must see what the previous
+  // holder of the position committed (consume_read.cpp).
+  const pg::Session s = state.WritingSessionFor(kPollOp);
+  std::optional<TopicInfo> info = state.TouchedTopic(topic);
+  if (!info) info = ResolveTopic(core, s, kPollOp, topic);
+  PolledBatch batch;
+  batch.topic_id = info->id;
+  Position position;
+  if (!LockPosition(core, s, *info, consumer, batch.partition, position)) {
+    batch.partition = -1;
+    return batch;
+  }
+  try {
+    batch.deliveries =
+        ReadBatch(core, s, info->id, batch.partition, options.heads_only,
+                  options.batch_size, position);
+  } catch (const DatabaseError& e) {
+    if (e.sqlstate() == pg::kUndefinedTable)
+      throw TopicNotFound(kPollOp, topic);
+    throw;
+  }
+  state.RememberTouchedTopic(*info);
+  batch.done_snapshot = std::move(position.done);
+  batch.read_snapshot = std::move(position.read);
+  batch.cursor_xid = std::move(position.cursor_xid);
+  batch.cursor_id = position.cursor_id;
+  return batch;
+}
+
+void PollAdvance(ClientCore& core, Tx& tx, const std::string& consumer,
+                 const PolledBatch& batch) {
+  if (batch.partition < 0) return;
+  const pg::Session s = TxGate::State(tx).WritingSessionFor(kPollOp);
+  pg::Exec(s, kPollOp,
+           "/* compaction:Poll:advance */ UPDATE " + Positions(core) +
+               " SET done_snapshot = $4::pg_snapshot, "
+               "read_snapshot = $5::pg_snapshot, cursor_xid = $6::xid8, "
+               "cursor_id = $7::bigint, last_poll_at = pg_catalog.now() "
+               "WHERE topic_id = $1::bigint AND consumer = $2::text "
+               "AND partition = $3::integer",
+           pg::Params()
+               .Add(batch.topic_id)
+               .Add(consumer)
+               .Add(batch.partition)
+               .Add(batch.done_snapshot)
+               .Add(batch.read_snapshot)
+               .Add(batch.cursor_xid)
+               .Add(batch.cursor_id));
+}
+
+bool WaitForMessages(ClientCore& core, const std::string& topic,
+                     const std::string& consumer,
+                     std::chrono::milliseconds timeout) {
+  constexpr const char* kOp = "Wait";
+  ValidateTopicName(kOp, topic);
+  ValidateConsumerName(kOp, consumer);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    // A consumer without positions has everything ahead of it.
+    const bool found =
+        WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
+          const std::string message = core.MessageTable(t.id);
+          pg::Result r = pg::Exec(
+              s, kOp,
+              "/* compaction:Wait */ SELECT CASE WHEN EXISTS (SELECT 1 FROM " +
+                  Positions(core) +
+                  " p WHERE p.topic_id = $1::bigint AND p.consumer = $2::text) "
+                  "THEN EXISTS (SELECT 1 FROM " +
+                  Positions(core) +
+                  " p WHERE p.topic_id = $1::bigint AND p.consumer = $2::text "
+                  "AND " +
+                  HasNewSql(message) + ") ELSE EXISTS (SELECT 1 FROM " +
+                  message + ") END",
+              pg::Params().Add(t.id).Add(consumer));
+          return pg::Bool(r.get(), 0, 0);
+        });
+    if (found) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        kWaitProbeInterval, deadline - now));
+  }
+}
+
+}  // namespace compaction::detail

@@ -1,0 +1,199 @@
+// The batch read of a consumer: what a newer snapshot sees that the
+// consumer's last one did not.
+//
+// Why it is correct.
+//
+// Message ids are drawn at INSERT and transactions commit in any order, so
+// "every id above the last one delivered" loses a message whose transaction
+// drew id 8, stayed open while id 9 was committed and delivered, then
+// committed. Instead every message stores its writing transaction's
+// top-level id (message.xid, a column default of pg_current_xact_id()), and
+// a partition's position is a snapshot D: every message whose transaction
+// is visible in D has been consumed. A batch is read under a newer snapshot
+// W: the messages with pg_visible_in_snapshot(xid, W) and not
+// pg_visible_in_snapshot(xid, D). A transaction visible in W has ended, so
+// the set is final: nothing can join it later, and whatever commits after
+// W is not visible in W and comes with a later window. Taking D := W once
+// the set is exhausted therefore never skips a message and never repeats
+// one, whatever the commit order; a rolled-back writer's rows are never
+// visible to the reading statement, so they are never delivered.
+//
+// The reading statement needs to see every row visible in W: W is either
+// its own snapshot (pg_current_snapshot() in READ COMMITTED is the
+// statement's) or one taken by an earlier statement, and a later snapshot
+// sees every transaction an earlier one saw as committed.
+//
+// How it stays proportional to the batch. Not visible in D means xid >=
+// xmax(D), or xid in D's in-progress list xip(D) (everything else below
+// xmax(D) was visible in D, or never committed). So the read is two index
+// scans of (partition, xid, id): a range from xmax(D) up to xmax(W), and a
+// lookup by value of each xid of xip(D) that W sees (PgQ's care for a long
+// transaction: D's xmin may lag far behind, but the range starts at
+// xmax(D), so what the long transaction held back is never rescanned).
+// Both are walked in (xid, id) order from a cursor, the last message
+// delivered, and merged; a Poll stops after batch_size rows. The window W
+// stays fixed across Polls until it is exhausted, so a catch-up from the
+// start of a large topic (D = "1:1:", nothing visible) walks the index once,
+// a batch at a time, and never sorts the whole window. In the tail a window
+// holds what committed since the last one. Rows of transactions still in
+// progress in W are skipped by the range scan (not visible in W), and a
+// window is crossed once, so they cost at most one pass per window.
+//
+// Other instances: a position row is locked FOR UPDATE by the Poll's
+// transaction (lib/src/consume.cpp), and read after the lock is granted,
+// under a snapshot taken after the previous holder committed; so D, W and
+// the cursor it reads are the latest, and two instances never read one
+// partition at once.
+#include "consume_read.hpp"
+
+#include "rows.hpp"
+
+namespace compaction::detail {
+namespace {
+
+// The message and its head flag; xid last, for the cursor.
+std::string Columns(const std::string& alias) {
+  return alias + ".id, " + alias + ".message_key, " + alias +
+         ".schema_version, " + alias + ".compaction_rank, " + alias +
+         ".created_at, " + alias + ".payload, " + alias + ".xid";
+}
+
+// True when message `m` is its key's head (the reading statement's view).
+std::string IsHeadSql(const ClientCore& core, std::int64_t topic_id,
+                      const std::string& m) {
+  return "EXISTS (SELECT 1 FROM " + core.HeadTable(topic_id) +
+         " h WHERE h.message_key = " + m + ".message_key AND h.head_id = " + m +
+         ".id)";
+}
+
+// $1 partition, $2 D, $3 W (NULL: this statement's snapshot), $4/$5 the
+// cursor (xid, id), $6 the most rows. The first column of the one row that
+// is always returned is W; a row without a message means none was found.
+std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
+                    bool heads_only) {
+  const std::string message = core.MessageTable(topic_id);
+  const std::string heads =
+      heads_only ? " AND " + IsHeadSql(core, topic_id, "m") : "";
+  const std::string after = "(m.xid, m.id) > ($4::xid8, $5::bigint)";
+  const std::string w = "(SELECT s FROM w)";
+  const std::string d = "(SELECT s FROM d)";
+  return "/* compaction:Poll:read */ WITH w AS MATERIALIZED (SELECT "
+         "coalesce($3::pg_snapshot, pg_catalog.pg_current_snapshot()) AS s), "
+         "d AS MATERIALIZED (SELECT $2::pg_snapshot AS s) "
+         "SELECT (SELECT s::text FROM w), b.id, b.message_key, "
+         "b.schema_version, b.compaction_rank, " +
+         Micros("b.created_at") + ", b.payload::text, b.xid::text, " +
+         IsHeadSql(core, topic_id, "b") +
+         " FROM (SELECT) one LEFT JOIN LATERAL (SELECT u.* FROM (("
+         "SELECT " +
+         Columns("m") + " FROM " + message +
+         " m WHERE m.partition = $1::integer "
+         "AND m.xid >= pg_catalog.pg_snapshot_xmax(" +
+         d + ") AND m.xid < pg_catalog.pg_snapshot_xmax(" + w + ") AND " +
+         after + " AND pg_catalog.pg_visible_in_snapshot(m.xid, " + w + ")" +
+         heads +
+         " ORDER BY m.xid, m.id LIMIT $6::bigint) UNION ALL (SELECT l.* FROM "
+         "pg_catalog.pg_snapshot_xip(" +
+         d + ") x (xid) CROSS JOIN LATERAL (SELECT " + Columns("m") + " FROM " +
+         message + " m WHERE m.partition = $1::integer AND m.xid = x.xid AND " +
+         after + heads +
+         " ORDER BY m.id LIMIT $6::bigint) l "
+         "WHERE x.xid >= $4::xid8 "
+         "AND pg_catalog.pg_visible_in_snapshot(x.xid, " +
+         w +
+         "))) u ORDER BY u.xid, u.id LIMIT $6::bigint) b ON true "
+         "ORDER BY b.xid, b.id";
+}
+
+struct Window {
+  std::string snapshot;  // W as read
+  std::vector<RawDelivery> rows;
+  std::optional<std::string> last_xid;
+};
+
+Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
+                  int partition, bool heads_only, int limit,
+                  const Position& at) {
+  constexpr const char* kOp = "Poll";
+  pg::Result r = pg::Exec(s, kOp, ReadSql(core, topic_id, heads_only),
+                          pg::Params()
+                              .Add(partition)
+                              .Add(at.done)
+                              .Add(at.read)
+                              .Add(at.cursor_xid.value_or("0"))
+                              .Add(at.cursor_id.value_or(0))
+                              .Add(limit));
+  Window out;
+  out.snapshot = std::string(pg::Text(r.get(), 0, 0));
+  const int n = PQntuples(r.get());
+  for (int row = 0; row < n; ++row) {
+    if (pg::IsNull(r.get(), row, 1)) break;  // the empty window's one row
+    RawDelivery d;
+    // Raw payloads: decoding (and its typed errors) is the template's.
+    d.stored.id = pg::Int64(r.get(), row, 1);
+    d.stored.message_key = std::string(pg::Text(r.get(), row, 2));
+    d.stored.schema_version = static_cast<int>(pg::Int64(r.get(), row, 3));
+    d.stored.compaction_rank = pg::OptInt64(r.get(), row, 4);
+    d.stored.created_at = FromMicros(pg::Int64(r.get(), row, 5));
+    d.stored.message.schema_version = d.stored.schema_version;
+    if (pg::IsNull(r.get(), row, 6)) {
+      d.stored.message.tombstone = true;
+    } else {
+      try {
+        d.stored.message.payload =
+            nlohmann::json::parse(pg::Text(r.get(), row, 6));
+      } catch (const nlohmann::json::exception& e) {
+        throw MessageDecodeError(kOp, d.stored.id, e.what());
+      }
+    }
+    out.last_xid = std::string(pg::Text(r.get(), row, 7));
+    d.head = pg::Bool(r.get(), row, 8);
+    out.rows.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
+                                   std::int64_t topic_id, int partition,
+                                   bool heads_only, int limit,
+                                   Position& position) {
+  std::vector<RawDelivery> out;
+  // A window left open by an earlier Poll, then (when it runs out before
+  // the batch is full) one new window. A new window that is not full is
+  // everything committed: stop there.
+  for (int round = 0; round < 2 && static_cast<int>(out.size()) < limit;
+       ++round) {
+    const bool fresh = !position.read.has_value();
+    const int want = limit - static_cast<int>(out.size());
+    Window w =
+        ReadWindow(core, s, topic_id, partition, heads_only, want, position);
+    const bool full = static_cast<int>(w.rows.size()) == want;
+    if (full) {
+      position.read = w.snapshot;
+      position.cursor_xid = w.last_xid;
+      position.cursor_id = w.rows.back().stored.id;
+    } else {
+      position.done = w.snapshot;
+      position.read.reset();
+      position.cursor_xid.reset();
+      position.cursor_id.reset();
+    }
+    for (RawDelivery& d : w.rows) out.push_back(std::move(d));
+    if (full || fresh) break;
+  }
+  return out;
+}
+
+std::string HasNewSql(const std::string& message) {
+  return "(p.read_snapshot IS NOT NULL OR EXISTS (SELECT 1 FROM " + message +
+         " m WHERE m.partition = p.partition AND m.xid >= "
+         "pg_catalog.pg_snapshot_xmax(p.done_snapshot)) OR EXISTS (SELECT 1 "
+         "FROM " +
+         message +
+         " m WHERE m.partition = p.partition AND m.xid = ANY (ARRAY(SELECT "
+         "pg_catalog.pg_snapshot_xip(p.done_snapshot)))))";
+}
+
+}  // namespace compaction::detail
