@@ -170,8 +170,8 @@ def test_cleaner_lag_backlog():
                     FROM generate_series(1, 100000) g""")
         psql(f"""INSERT INTO "{schema}".compaction_head_{tid}
                  (message_key, head_id, schema_version, compaction_rank,
-                  created_at, updated_at)
-                 SELECT message_key, max(id), 1, 0, now(), now()
+                  created_at, updated_at, idle_since)
+                 SELECT message_key, max(id), 1, 0, now(), now(), NULL
                  FROM "{schema}".message_{tid} GROUP BY message_key;
                  ANALYZE "{schema}".message_{tid}""")
         daemon = Daemon(ARGS.binary, run_args(
