@@ -102,7 +102,8 @@ void UpdateChangedSettings(ClientCore& core, pg::Session s,
                  "t.retention_ms), tombstone_retention_ms = "
                  "coalesce($4::bigint, t.tombstone_retention_ms), "
                  "consumer_inactive_after_ms = coalesce($5::bigint, "
-                 "t.consumer_inactive_after_ms), updated_at = pg_catalog.now() WHERE t.name = $1::text",
+                 "t.consumer_inactive_after_ms), updated_at = pg_catalog.now() "
+                 "WHERE t.name = $1::text",
              params);
   } catch (const DatabaseError& e) {
     if (e.sqlstate() != pg::kInsufficientPrivilege) throw;
