@@ -175,6 +175,8 @@ GRANT SELECT, INSERT, UPDATE (done_snapshot, read_snapshot, cursor_xid,
   ON {schema}.consumer_position TO {app_role};
 -- Positions carry no payloads or keys: lag and activity are stats.
 GRANT SELECT ON {schema}.consumer_position TO {monitor_role};
+-- Lag reads the message tables as the owner and returns counts and times.
+GRANT EXECUTE ON FUNCTION {schema}.consumer_lag(bigint) TO {monitor_role};
 
 -- Topics registered before this ran.
 SELECT {schema}.grant_topic(t.id) FROM {schema}.topic t;
