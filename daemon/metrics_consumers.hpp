@@ -85,11 +85,10 @@ inline void SetConsumers(ConsumerFamilies& f, ConsumerMap& series,
     }
     s.lag_messages->Set(static_cast<double>(c.lag_messages));
     s.lag_seconds->Set(std::chrono::duration<double>(c.lag).count());
-    s.last_poll->Set(
-        c.last_poll_at ? std::chrono::duration<double>(
-                             c.last_poll_at->time_since_epoch())
-                             .count()
-                       : 0);
+    s.last_poll->Set(c.last_poll_at ? std::chrono::duration<double>(
+                                          c.last_poll_at->time_since_epoch())
+                                          .count()
+                                    : 0);
     s.inactive->Set(c.inactive ? 1 : 0);
     next.emplace(c.consumer, s);
   }

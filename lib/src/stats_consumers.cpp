@@ -11,17 +11,17 @@ void AddConsumerLag(const char* operation, pg::Session s,
                     std::int64_t cap) {
   if (topics.empty()) return;
   // The oldest message's age from the server's clock, as the other ages.
-  const pg::Result r = pg::Exec(
-      s, operation,
-      "/* compaction:Stats consumers */ SELECT c.topic, c.consumer, "
-      "c.partitions, c.lag_messages, c.capped, CASE WHEN "
-      "c.oldest_created_at IS NULL THEN 0 ELSE greatest(0::numeric, "
-      "extract(epoch FROM pg_catalog.now() - least(greatest("
-      "c.oldest_created_at, '1900-01-01 00:00+00'::timestamptz), "
-      "pg_catalog.now())) * 1e3)::bigint END, " +
-          Micros("c.last_poll_at") + ", c.inactive FROM " + core.schema() +
-          ".consumer_lag($1::bigint) c",
-      pg::Params().Add(std::to_string(cap)));
+  const pg::Result r =
+      pg::Exec(s, operation,
+               "/* compaction:Stats consumers */ SELECT c.topic, c.consumer, "
+               "c.partitions, c.lag_messages, c.capped, CASE WHEN "
+               "c.oldest_created_at IS NULL THEN 0 ELSE greatest(0::numeric, "
+               "extract(epoch FROM pg_catalog.now() - least(greatest("
+               "c.oldest_created_at, '1900-01-01 00:00+00'::timestamptz), "
+               "pg_catalog.now())) * 1e3)::bigint END, " +
+                   Micros("c.last_poll_at") + ", c.inactive FROM " +
+                   core.schema() + ".consumer_lag($1::bigint) c",
+               pg::Params().Add(std::to_string(cap)));
   std::unordered_map<std::string, TopicOverview*> by_name;
   for (TopicOverview& t : topics) by_name.emplace(t.info.name, &t);
   for (int row = 0; row < PQntuples(r.get()); ++row) {

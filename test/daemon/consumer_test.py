@@ -7,6 +7,9 @@
                     inactive consumer match what was produced and consumed;
                     compactiond runs as a login member of the janitor role,
                     which reads no message table.
+  consumer_cli      consumer list [--json], consumer reset --to-start and
+                    --to-end, consumer drop (refused to the app role, with
+                    the owner named) and their usage errors.
 
 Positions are written with psql as a Poll leaves them: done_snapshot is the
 snapshot the consumer has consumed everything visible in.
@@ -14,6 +17,7 @@ snapshot the consumer has consumed everything visible in.
 Needs the PG* variables of a throwaway cluster.
 """
 
+import json
 import os
 import sys
 
@@ -110,7 +114,76 @@ def test_consumer_metrics():
             psql(f"DROP ROLE IF EXISTS {name}", check_rc=False)
 
 
-TESTS = {"consumer_metrics": test_consumer_metrics}
+def lag(schema, consumer):
+    r = run_cli(ARGS.binary, ["consumer", "list", "--json", "--schema", schema])
+    check(r.returncode == 0, f"consumer list --json: {r.stderr}")
+    rows = {c["consumer"]: c for c in json.loads(r.stdout)}
+    return rows[consumer]["lag_messages"] if consumer in rows else None
+
+
+def test_consumer_cli():
+    schema = f"d_consumer_cli_{os.getpid()}"
+    prefix = f"cc{os.getpid()}"
+    login = f"{prefix}_user"
+    setup_schema(ARGS.binary, schema)
+    try:
+        r = run_cli(ARGS.binary, ["schema", "install", "--roles",
+                                  "--role-prefix", prefix, "--schema", schema])
+        check(r.returncode == 0, f"schema install --roles: {r.stderr}")
+        r = run_cli(ARGS.binary, ["topic", "register", "t", "--schema", schema])
+        check(r.returncode == 0, f"topic register: {r.stderr}")
+        tid = int(scalar(f"SELECT id FROM \"{schema}\".topic WHERE name = 't'"))
+        produce(schema, tid, 4)
+        position(schema, tid, "reader")
+        produce(schema, tid, 2)
+        parts = int(scalar(f"SELECT partitions FROM \"{schema}\".topic"))
+        check(lag(schema, "reader") == 2, "lag before reset")
+        r = run_cli(ARGS.binary, ["consumer", "list", "--schema", schema])
+        check(r.returncode == 0, f"consumer list: {r.stderr}")
+        row = [line.split() for line in r.stdout.splitlines()
+               if line.startswith("t ")]
+        check(row and row[0][:4] == ["t", "reader", str(parts), "2"],
+              f"consumer list table: {r.stdout}")
+        r = run_cli(ARGS.binary, ["consumer", "reset", "t", "reader",
+                                  "--to-start", "--schema", schema])
+        check(r.returncode == 0, f"reset --to-start: {r.stderr}")
+        check(lag(schema, "reader") == 6, "lag after reset --to-start")
+        r = run_cli(ARGS.binary, ["consumer", "reset", "t", "reader",
+                                  "--to-end", "--schema", schema])
+        check(r.returncode == 0, f"reset --to-end: {r.stderr}")
+        check(lag(schema, "reader") == 0, "lag after reset --to-end")
+        for args in (["consumer", "reset", "t", "reader"],
+                     ["consumer", "reset", "t", "reader", "--to-start",
+                      "--to-end"],
+                     ["consumer", "drop", "t"],
+                     ["topic", "list", "--to-end"]):
+            r = run_cli(ARGS.binary, args + ["--schema", schema])
+            check(r.returncode == 2, f"{args}: exit {r.returncode} {r.stderr}")
+        r = run_cli(ARGS.binary, ["consumer", "reset", "t", "nobody",
+                                  "--to-end", "--schema", schema])
+        check(r.returncode == 1 and "no consumer 'nobody'" in r.stderr,
+              f"reset of a missing consumer: {r.returncode} {r.stderr}")
+        psql(f"CREATE ROLE {login} LOGIN IN ROLE {prefix}_app")
+        env = dict(os.environ, PGUSER=login)
+        r = run_cli(ARGS.binary, ["consumer", "drop", "t", "reader",
+                                  "--schema", schema], env)
+        check(r.returncode == 1 and "_owner" in r.stderr,
+              f"drop as the app role: {r.returncode} {r.stderr}")
+        check(lag(schema, "reader") == 0, "the app role dropped the consumer")
+        r = run_cli(ARGS.binary, ["consumer", "drop", "t", "reader",
+                                  "--schema", schema])
+        check(r.returncode == 0 and f"partitions={parts}" in r.stdout,
+              f"drop: {r.returncode} {r.stdout} {r.stderr}")
+        check(lag(schema, "reader") is None, "the consumer is still listed")
+    finally:
+        drop_schema(schema)
+        for role in (login, "app", "janitor", "monitor", "owner"):
+            name = role if role == login else f"{prefix}_{role}"
+            psql(f"DROP ROLE IF EXISTS {name}", check_rc=False)
+
+
+TESTS = {"consumer_metrics": test_consumer_metrics,
+         "consumer_cli": test_consumer_cli}
 
 
 def main():
