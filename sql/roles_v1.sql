@@ -33,8 +33,9 @@
 --            lets move only as the walk moves them. No access to message
 --            tables, no write to head tables, no INSERT, no DDL.
 --   monitor  stats only: the topic list, versions, janitor_state,
---            log_cleaner_state, consumer positions and the idle_since
---            column of head tables.
+--            log_cleaner_state, consumer positions, consumer lag
+--            (consumer_lag: counts and times) and the idle_since column
+--            of head tables.
 --            No message tables, no keys.
 -- app and janitor are members of monitor: the daemon exports stats, and an
 -- application may read a topic's stats.
