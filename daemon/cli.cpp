@@ -26,9 +26,16 @@ std::string Command(const Invocation& inv) {
 
 // Rejects options given to a subcommand that does not take them.
 void CheckOptionUse(const Invocation& inv, const std::string& command) {
-  bool json_ok = command == "stats" || command == "topic list";
+  bool json_ok = command == "stats" || command == "topic list" ||
+                 command == "consumer list";
   if (inv.json && !json_ok) {
-    throw ConfigError("option '--json' is for 'stats' and 'topic list'");
+    throw ConfigError(
+        "option '--json' is for 'stats', 'topic list' and 'consumer list'");
+  }
+  if ((inv.to_start || inv.to_end) && command.rfind("consumer reset", 0) != 0) {
+    throw ConfigError(std::string("option '") +
+                      (inv.to_start ? "--to-start" : "--to-end") +
+                      "' is for 'consumer reset'");
   }
   if (inv.once && command != "sweep") {
     throw ConfigError("option '--once' is for 'sweep'");
@@ -108,6 +115,18 @@ int Dispatch(const std::vector<std::string>& args, Invocation& inv) {
                         "confirm with --yes");
     }
     return cli::TopicDestroy(s, w[2]);
+  }
+  if (command == "consumer list") return cli::ConsumerList(s, inv.json);
+  if (w.size() >= 2 && w[0] == "consumer" && w[1] == "reset") {
+    if (w.size() != 4 || inv.to_start == inv.to_end) {
+      throw ConfigError(
+          "usage: consumer reset TOPIC NAME --to-start|--to-end (exactly one)");
+    }
+    return cli::ConsumerReset(s, w[2], w[3], inv.to_end);
+  }
+  if (w.size() >= 2 && w[0] == "consumer" && w[1] == "drop") {
+    if (w.size() != 4) throw ConfigError("usage: consumer drop TOPIC NAME");
+    return cli::ConsumerDrop(s, w[2], w[3]);
   }
   if (w.size() == 2 && w[0] == "topic" && w[1] == "register") {
     throw ConfigError(

@@ -417,6 +417,8 @@ po::options_description CommandLineOnly() {
       ("tombstone-retention", po::value<std::string>(),
        "topic register: how long a tombstone head is kept, or 'keep' "
        "(default 1d)")
+      ("to-start", "consumer reset: deliver every message again")
+      ("to-end", "consumer reset: count what is committed now as consumed")
       ("yes", "topic destroy: confirm dropping the topic and all its "
               "messages");
   // clang-format on
@@ -625,6 +627,8 @@ void ReadCommandLineOnly(const po::variables_map& vm, Invocation& inv) {
   inv.once = vm.count("once") != 0;
   inv.roles = vm.count("roles") != 0;
   inv.yes = vm.count("yes") != 0;
+  inv.to_start = vm.count("to-start") != 0;
+  inv.to_end = vm.count("to-end") != 0;
   if (vm.count("role-prefix") != 0) {
     inv.role_prefix = vm["role-prefix"].as<std::string>();
   }
@@ -766,7 +770,12 @@ std::string HelpText() {
          "[--tombstone-retention D|keep]\n"
          "  topic list [--json]\n"
          "  topic destroy NAME --yes  drop the topic, its messages and its "
-         "heads (the schema owner's role)\n\n"
+         "heads (the schema owner's role)\n"
+         "  consumer list [--json]    lag, last poll and activity per topic "
+         "and consumer\n"
+         "  consumer reset TOPIC NAME --to-start|--to-end\n"
+         "  consumer drop TOPIC NAME  delete the consumer's positions (the "
+         "schema owner's role)\n\n"
          "Precedence: flag > COMPACTIOND_<KEY> environment variable > config "
          "file > default.\n"
          "Durations: 500ms, 30s, 5m, 1h, 1d, or combined (1h30m).\n"

@@ -133,6 +133,8 @@ struct Invocation {
   bool once = false;
   bool roles = false;       // schema install --roles
   bool yes = false;         // topic destroy --yes
+  bool to_start = false;    // consumer reset --to-start
+  bool to_end = false;      // consumer reset --to-end
   std::string role_prefix;  // schema install --role-prefix; empty: schema
   std::optional<Millis> headless_ttl;  // at most kMaxTtl
   // topic register: 0..kMaxTtl or kKeepForever ("keep").

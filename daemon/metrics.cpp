@@ -12,11 +12,14 @@
 #include <mutex>
 #include <sstream>
 
+#include "daemon/metrics_consumers.hpp"
 #include "daemon/metrics_series.hpp"
 
 namespace compactiond {
 namespace {
 
+using metrics_internal::ConsumerFamilies;
+using metrics_internal::ConsumerMap;
 using metrics_internal::DurationBuckets;
 using metrics_internal::GaugePart;
 using metrics_internal::RetentionSeconds;
@@ -75,6 +78,7 @@ struct MetricsProbe::Impl {
     prometheus::Counter* tombstones_expired;  // shared: basic
     RunSeries cleaner;
     GaugePart invalid_rows;
+    ConsumerMap consumers;
   };
 
   Impl(const std::string& version, MetricsDetail per_topic)
@@ -215,7 +219,8 @@ struct MetricsProbe::Impl {
                                    "missing or altered, another baseline, "
                                    "no privilege); the log names them.")
                              .Register(*registry)
-                             .Add({})) {
+                             .Add({})),
+        consumers(*registry) {
     prometheus::BuildGauge()
         .Name("compaction_build_info")
         .Help("Build information of compactiond; the value is always 1.")
@@ -251,6 +256,7 @@ struct MetricsProbe::Impl {
   prometheus::Counter& stats_failures;
   prometheus::Gauge& stats_last;
   prometheus::Gauge& stats_unreadable;
+  ConsumerFamilies consumers;
 
   mutable std::mutex mu;  // guards `series`
   std::map<std::string, TopicSeries> series;
@@ -294,6 +300,7 @@ void MetricsProbe::AddTopic(const compaction::TopicInfo& info) {
                                                       : prometheus::Labels{}),
                           RunSeries::Add(m.cleaner, labels, d),
                           GaugePart::Add(m.invalid_rows, labels, d),
+                          {},
                       })
              .first->second;
     impl_->topics.Set(static_cast<double>(impl_->series.size()));
@@ -325,6 +332,7 @@ void MetricsProbe::RemoveTopic(const std::string& topic) {
   if (m.detail) m.tombstones_expired.Remove(s->tombstones_expired);
   s->cleaner.Remove(m.cleaner);
   s->invalid_rows.Remove(m.invalid_rows);
+  metrics_internal::RemoveConsumers(m.consumers, s->consumers);
   m.series.erase(topic);
   m.topics.Set(static_cast<double>(m.series.size()));
 }
@@ -371,6 +379,16 @@ void MetricsProbe::SetInvalidTimestampRows(const std::string& topic,
   std::lock_guard lock(impl_->mu);
   Impl::TopicSeries* s = impl_->Find(topic);
   if (s != nullptr) s->invalid_rows.Set(static_cast<double>(rows));
+}
+
+void MetricsProbe::SetConsumers(
+    const std::string& topic,
+    const std::vector<compaction::ConsumerLag>& consumers) {
+  std::lock_guard lock(impl_->mu);
+  Impl::TopicSeries* s = impl_->Find(topic);
+  if (s == nullptr) return;
+  metrics_internal::SetConsumers(impl_->consumers, s->consumers, topic,
+                                 consumers);
 }
 
 void MetricsProbe::SetLog(const std::string& topic, std::int64_t messages,

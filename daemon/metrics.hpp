@@ -9,9 +9,11 @@
 
 #include <chrono>
 #include <compaction/options.hpp>
+#include <compaction/stats.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace compactiond {
 
@@ -68,6 +70,10 @@ class MetricsProbe {
                    std::chrono::duration<double> duration);
   void CleanSkipped(const std::string& topic);
 
+  // The topic's consumers as of a statistics refresh; series of consumers
+  // no longer listed go.
+  void SetConsumers(const std::string& topic,
+                    const std::vector<compaction::ConsumerLag>& consumers);
   void StatsRefreshed();
   void StatsRefreshFailed();
   // How many topics the last refresh could not read (TopicOverview::error).

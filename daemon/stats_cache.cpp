@@ -48,6 +48,7 @@ void StatsCache::Publish(
     probe_.SetLog(t.info.name, t.stats.estimated_messages,
                   t.stats.tombstoned_keys, t.stats.cleaner_lag);
     probe_.SetInvalidTimestampRows(t.info.name, t.stats.invalid_timestamp_rows);
+    probe_.SetConsumers(t.info.name, t.stats.consumers);
     ReportInvalid(t);
   }
   probe_.StatsRefreshed();

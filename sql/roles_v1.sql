@@ -33,8 +33,9 @@
 --            lets move only as the walk moves them. No access to message
 --            tables, no write to head tables, no INSERT, no DDL.
 --   monitor  stats only: the topic list, versions, janitor_state,
---            log_cleaner_state, consumer positions and the idle_since
---            column of head tables.
+--            log_cleaner_state, consumer positions, consumer lag
+--            (consumer_lag: counts and times) and the idle_since column
+--            of head tables.
 --            No message tables, no keys.
 -- app and janitor are members of monitor: the daemon exports stats, and an
 -- application may read a topic's stats.
@@ -175,6 +176,8 @@ GRANT SELECT, INSERT, UPDATE (done_snapshot, read_snapshot, cursor_xid,
   ON {schema}.consumer_position TO {app_role};
 -- Positions carry no payloads or keys: lag and activity are stats.
 GRANT SELECT ON {schema}.consumer_position TO {monitor_role};
+-- Lag reads the message tables as the owner and returns counts and times.
+GRANT EXECUTE ON FUNCTION {schema}.consumer_lag(bigint) TO {monitor_role};
 
 -- Topics registered before this ran.
 SELECT {schema}.grant_topic(t.id) FROM {schema}.topic t;

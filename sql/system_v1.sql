@@ -781,6 +781,77 @@ BEGIN
 END
 $register_topic$;
 
+-- Consumer lag for the stats (monitor role: it reads no message table).
+-- Per topic and consumer: its partitions, how many committed messages it
+-- has not consumed (counted exactly up to p_cap per partition; capped
+-- says some partition reached it), the oldest such message's created_at
+-- (the oldest of those counted), its last Poll and whether that is past
+-- the topic's consumer_inactive_after. Numbers and names only: no key or
+-- payload leaves. Each partition's scan is a range of the consumers'
+-- (partition, xid, id) index from the done snapshot's xmin, at most p_cap
+-- rows; a topic whose message table is missing is skipped.
+CREATE OR REPLACE FUNCTION {schema}.consumer_lag(p_cap bigint)
+  RETURNS TABLE (topic text, consumer text, partitions integer,
+                 lag_messages bigint, capped boolean,
+                 oldest_created_at timestamptz, last_poll_at timestamptz,
+                 inactive boolean)
+  LANGUAGE plpgsql
+  STABLE
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $consumer_lag$
+DECLARE
+  r record;
+BEGIN
+  IF p_cap IS NULL OR p_cap < 1 THEN
+    RAISE EXCEPTION USING
+      ERRCODE = 'invalid_parameter_value',
+      MESSAGE = pg_catalog.format('consumer_lag: cap must be >= 1, got %s',
+                                  p_cap);
+  END IF;
+  FOR r IN
+    SELECT t.id, t.name, p.consumer,
+           pg_catalog.count(*)::integer AS parts,
+           pg_catalog.max(p.last_poll_at) AS last_poll,
+           pg_catalog.max(p.last_poll_at) <= pg_catalog.now() -
+             t.consumer_inactive_after_ms::float8 * interval '1 millisecond'
+             AS is_inactive
+    FROM {schema}.consumer_position p
+    JOIN {schema}.topic t ON t.id = p.topic_id
+    GROUP BY t.id, t.name, p.consumer, t.consumer_inactive_after_ms
+    ORDER BY t.name, p.consumer
+  LOOP
+    IF pg_catalog.to_regclass(pg_catalog.format('%I.%I', {schema_name}::text,
+         pg_catalog.concat('message_', r.id))) IS NULL THEN
+      CONTINUE;
+    END IF;
+    topic := r.name;
+    consumer := r.consumer;
+    partitions := r.parts;
+    last_poll_at := r.last_poll;
+    inactive := r.is_inactive;
+    EXECUTE pg_catalog.concat(
+      'SELECT coalesce(pg_catalog.sum(x.n), 0)::bigint, ',
+      'coalesce(pg_catalog.bool_or(x.n >= $3), false), ',
+      'pg_catalog.min(x.oldest) FROM {schema}.consumer_position w ',
+      'CROSS JOIN LATERAL (SELECT pg_catalog.count(*) AS n, ',
+      'pg_catalog.min(s.created_at) AS oldest FROM (SELECT m.created_at ',
+      'FROM ', pg_catalog.format('%I.%I', {schema_name}::text,
+                                 pg_catalog.concat('message_', r.id)),
+      ' m WHERE m.partition = w.partition ',
+      'AND m.xid >= pg_catalog.pg_snapshot_xmin(w.done_snapshot) ',
+      'AND NOT pg_catalog.pg_visible_in_snapshot(m.xid, w.done_snapshot) ',
+      'AND NOT coalesce(pg_catalog.pg_visible_in_snapshot(m.xid, ',
+      'w.read_snapshot) AND (m.xid, m.id) <= (w.cursor_xid, w.cursor_id), ',
+      'false) ORDER BY m.xid, m.id LIMIT $3) s) x ',
+      'WHERE w.topic_id = $1 AND w.consumer = $2')
+      INTO lag_messages, capped, oldest_created_at
+      USING r.id, r.consumer, p_cap;
+    RETURN NEXT;
+  END LOOP;
+END
+$consumer_lag$;
+
 -- Functions are executable by PUBLIC by default; registration is granted
 -- explicitly (to the application role by roles_v1.sql).
 REVOKE ALL ON FUNCTION
@@ -792,6 +863,8 @@ REVOKE ALL ON FUNCTION {schema}.refuse_created_at_change() FROM PUBLIC;
 REVOKE ALL ON FUNCTION {schema}.refuse_message_change() FROM PUBLIC;
 REVOKE ALL ON FUNCTION {schema}.refuse_client_timestamp() FROM PUBLIC;
 REVOKE ALL ON FUNCTION {schema}.check_cleaner_positions() FROM PUBLIC;
+-- The monitor's (granted by roles_v1.sql).
+REVOKE ALL ON FUNCTION {schema}.consumer_lag(bigint) FROM PUBLIC;
 -- The janitor's (granted by roles_v1.sql).
 REVOKE ALL ON FUNCTION
   {schema}.sweep_headless(bigint, bigint, timestamptz, text),

@@ -25,6 +25,15 @@ int TopicRegister(const Settings& s, const std::vector<std::string>& names,
 // topic destroy NAME (after --yes): drops the topic and its tables. Needs
 // the role that owns them; another gets the server's permission error.
 int TopicDestroy(const Settings& s, const std::string& name);
+// consumer list [--json]: every topic's consumers with their lag.
+int ConsumerList(const Settings& s, bool json);
+// consumer reset TOPIC NAME --to-start|--to-end
+int ConsumerReset(const Settings& s, const std::string& topic,
+                  const std::string& name, bool to_end);
+// consumer drop TOPIC NAME: needs the owner role (no other may delete
+// positions); another gets the server's error with that said.
+int ConsumerDrop(const Settings& s, const std::string& topic,
+                 const std::string& name);
 // schema install [--roles [--role-prefix P]]
 int SchemaInstall(const Settings& s, bool roles,
                   const std::string& role_prefix);

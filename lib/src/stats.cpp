@@ -352,6 +352,7 @@ std::vector<TopicOverview> ListStats(ClientCore& core,
                       /*isolate=*/true);
       rest = rest.subspan(n);
     }
+    AddConsumerLag(kListOp, s, core, out, options.exact_count_limit);
   });
   return out;
 }

@@ -45,4 +45,10 @@ void CountInvalid(const char* operation, ClientCore& core, pg::Session s,
 void AddCleanerStats(const char* operation, ClientCore& core, pg::Session s,
                      std::span<TopicOverview> topics, bool isolate);
 
+// TopicStats::consumers of `topics`, one statement for all (the
+// consumer_lag function, which the monitor role may run).
+void AddConsumerLag(const char* operation, pg::Session s,
+                    const ClientCore& core, std::span<TopicOverview> topics,
+                    std::int64_t cap);
+
 }  // namespace compaction::detail

@@ -67,7 +67,8 @@ required = [
     "compaction_topics", "compaction_stats_refresh_failures_total",
     "compaction_stats_last_refresh_timestamp_seconds",
 ]
-# The only labels compaction_* series may carry.
+# The only labels compaction_* series may carry; compaction_consumer_*
+# also carry `consumer` (a consumer name: consumers are few).
 allowed_labels = {"topic", "le", "version"}
 
 types, problems = {}, []
@@ -82,6 +83,8 @@ for line in open(sys.argv[1], encoding="utf-8"):
     if not m or not m.group(1).startswith("compaction_"):
         continue
     for name in label.findall(m.group(3) or ""):
+        if name == "consumer" and m.group(1).startswith("compaction_consumer_"):
+            continue
         if name not in allowed_labels:
             problems.append(f"{m.group(1)} has label {name!r}")
 
@@ -92,7 +95,7 @@ for p in sorted(set(problems)):
     print(f"     contract: {p}")
 sys.exit(1 if problems else 0)
 PY
-  echo "OK   metrics contract (required families, labels topic/le/version only)"
+  echo "OK   metrics contract (required families, labels topic/le/version, consumer on compaction_consumer_*)"
 else
   echo "SKIP metrics contract: python3 not installed"
 fi

@@ -85,6 +85,17 @@ class COMPACTION_EXPORT Client {
   // Throws InvalidArgument (before any I/O) for a bad option.
   std::vector<TopicOverview> ListTopicStats(
       const StatsOptions& options = {}) const;
+  // An operator's reset of every partition of a consumer: to the start
+  // (every message is delivered again) or to the end (what is committed now
+  // counts as consumed). A Poll in progress finishes first; its advance is
+  // overwritten. Returns the positions changed (0: no such consumer).
+  // Throws InvalidArgument for a bad name, before any I/O.
+  int ResetConsumer(const std::string& topic, const std::string& consumer,
+                    bool to_end);
+  // Deletes a consumer's positions; returns how many (0: none). Needs DELETE
+  // on consumer_position, which only the owner role has; another role gets
+  // the server's DatabaseError (42501).
+  int DropConsumer(const std::string& topic, const std::string& consumer);
   // Untyped TopicHandle<M>::Stats(options).
   TopicStats Stats(const std::string& topic_name,
                    const StatsOptions& options = {}) const;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compaction/options.hpp"
 
@@ -37,6 +38,22 @@ struct StatsOptions {
   // 15). Must be in 1..kCountAll, else
   // InvalidArgument (before any I/O).
   std::int64_t exact_count_limit = kCountAll;
+};
+
+// One consumer of a topic (all its partitions), for the stats.
+struct ConsumerLag {
+  std::string consumer;
+  int partitions = 0;
+  // Committed messages it has not consumed: exact up to the stats'
+  // exact_count_limit per partition; lag_messages_capped when a partition
+  // reached it (the true figure is higher).
+  std::int64_t lag_messages = 0;
+  bool lag_messages_capped = false;
+  // Age of the oldest committed message it has not consumed (of those
+  // counted); 0 when caught up.
+  std::chrono::milliseconds lag{0};
+  std::optional<JanitorState::TimePoint> last_poll_at;
+  bool inactive = false;  // last Poll past consumer_inactive_after
 };
 
 struct TopicStats {
@@ -80,6 +97,8 @@ struct TopicStats {
   JanitorState cleaner;
   std::int64_t last_tombstones_expired = 0;   // by its last pass
   std::int64_t total_tombstones_expired = 0;  // by every pass
+  // The topic's consumers, by name (ListTopicStats only).
+  std::vector<ConsumerLag> consumers;
 };
 
 struct TopicOverview {

@@ -1,0 +1,104 @@
+// The per-consumer series of MetricsProbe (daemon/metrics.cpp): one set per
+// topic and consumer, whatever metrics-per-topic says (consumers are few,
+// and an operator needs to see which one lags). Internal to metrics.cpp.
+#pragma once
+
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <chrono>
+#include <compaction/stats.hpp>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace compactiond::metrics_internal {
+
+struct ConsumerFamilies {
+  prometheus::Family<prometheus::Gauge>& lag_messages;
+  prometheus::Family<prometheus::Gauge>& lag_seconds;
+  prometheus::Family<prometheus::Gauge>& last_poll;
+  prometheus::Family<prometheus::Gauge>& inactive;
+
+  explicit ConsumerFamilies(prometheus::Registry& r)
+      : lag_messages(
+            prometheus::BuildGauge()
+                .Name("compaction_consumer_lag_messages")
+                .Help("Committed messages the consumer has not consumed, as "
+                      "of the last statistics refresh; exact up to "
+                      "stats-exact-count-limit per partition, that limit "
+                      "per partition above it.")
+                .Register(r)),
+        lag_seconds(prometheus::BuildGauge()
+                        .Name("compaction_consumer_lag_seconds")
+                        .Help("Age of the oldest committed message the "
+                              "consumer has not consumed (0: caught up), "
+                              "as of the last statistics refresh.")
+                        .Register(r)),
+        last_poll(prometheus::BuildGauge()
+                      .Name("compaction_consumer_last_poll_timestamp_seconds")
+                      .Help("Unix time of the consumer's last Poll on any "
+                            "partition.")
+                      .Register(r)),
+        inactive(prometheus::BuildGauge()
+                     .Name("compaction_consumer_inactive")
+                     .Help("1 when the consumer's last Poll is older than "
+                           "the topic's consumer_inactive_after (it no "
+                           "longer holds back the log cleaner), else 0.")
+                     .Register(r)) {}
+};
+
+struct ConsumerSeries {
+  prometheus::Gauge* lag_messages;
+  prometheus::Gauge* lag_seconds;
+  prometheus::Gauge* last_poll;
+  prometheus::Gauge* inactive;
+
+  void Remove(ConsumerFamilies& f) const {
+    f.lag_messages.Remove(lag_messages);
+    f.lag_seconds.Remove(lag_seconds);
+    f.last_poll.Remove(last_poll);
+    f.inactive.Remove(inactive);
+  }
+};
+
+// A topic's consumers: series appear with a consumer and go with it.
+using ConsumerMap = std::map<std::string, ConsumerSeries>;
+
+inline void SetConsumers(ConsumerFamilies& f, ConsumerMap& series,
+                         const std::string& topic,
+                         const std::vector<compaction::ConsumerLag>& now) {
+  ConsumerMap next;
+  for (const compaction::ConsumerLag& c : now) {
+    auto it = series.find(c.consumer);
+    ConsumerSeries s;
+    if (it != series.end()) {
+      s = it->second;
+      series.erase(it);
+    } else {
+      const prometheus::Labels labels{{"topic", topic},
+                                      {"consumer", c.consumer}};
+      s = ConsumerSeries{&f.lag_messages.Add(labels),
+                         &f.lag_seconds.Add(labels), &f.last_poll.Add(labels),
+                         &f.inactive.Add(labels)};
+    }
+    s.lag_messages->Set(static_cast<double>(c.lag_messages));
+    s.lag_seconds->Set(std::chrono::duration<double>(c.lag).count());
+    s.last_poll->Set(c.last_poll_at ? std::chrono::duration<double>(
+                                          c.last_poll_at->time_since_epoch())
+                                          .count()
+                                    : 0);
+    s.inactive->Set(c.inactive ? 1 : 0);
+    next.emplace(c.consumer, s);
+  }
+  for (const auto& [name, s] : series) s.Remove(f);
+  series = std::move(next);
+}
+
+inline void RemoveConsumers(ConsumerFamilies& f, ConsumerMap& series) {
+  for (const auto& [name, s] : series) s.Remove(f);
+  series.clear();
+}
+
+}  // namespace compactiond::metrics_internal
