@@ -97,6 +97,16 @@ def main():
         run("schema", "install")
         run("topic", "register", "orders", "invoices", "--headless-ttl", "2s",
             "--retention", "2s", "--tombstone-retention", "2s")
+        # Consumers of "orders", so the consumer panels have series: the
+        # position a first Poll leaves (from the start of the topic), one
+        # polled now and one past consumer_inactive_after (7 days).
+        subprocess.run(
+            ["psql", "-qAtc",
+             f"INSERT INTO {schema}.consumer_position (topic_id, consumer, "
+             f"partition, done_snapshot, last_poll_at) SELECT t.id, c.name, "
+             f"0, '1:1:'::pg_snapshot, now() - c.idle FROM {schema}.topic t, "
+             f"(VALUES ('mirror', interval '0'), ('stale', interval '8 days'))"
+             f" c(name, idle) WHERE t.name = 'orders'"], check=True, timeout=60)
         port, prom_port = free_port(), free_port()
         procs.append(subprocess.Popen(
             # detail: every family exists from the start (with basic, the
