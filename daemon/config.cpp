@@ -12,6 +12,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "daemon/cli/table.hpp"
 #include "daemon/config_file.hpp"
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
@@ -401,27 +402,22 @@ po::options_description CommandLineOnly() {
        "config file (also COMPACTIOND_CONFIG)")
       ("check-config", "validate the configuration and exit")
       ("print-config",
-       "print the effective configuration (secrets masked) and exit")
-      ("json", "stats, topic list: print JSON")
-      ("once", "sweep: one pass over every topic (the headless sweep, then "
-               "the log cleaner), then exit")
-      ("roles", "schema install: also create or refresh the least-privilege "
-                "roles <prefix>_owner, _app, _janitor, _monitor (superuser)")
-      ("role-prefix", po::value<std::string>(),
-       "schema install --roles: role name prefix (default: the schema name)")
-      ("headless-ttl", po::value<std::string>(),
-       "topic register: TTL of headless rows (default 1h)")
-      ("retention", po::value<std::string>(),
-       "topic register: how long messages that are not their key's head "
-       "are kept, or 'keep' (default 7d)")
-      ("tombstone-retention", po::value<std::string>(),
-       "topic register: how long a tombstone head is kept, or 'keep' "
-       "(default 1d)")
-      ("to-start", "consumer reset: deliver every message again")
-      ("to-end", "consumer reset: count what is committed now as consumed")
-      ("yes", "topic destroy: confirm dropping the topic and all its "
-              "messages");
+       "print the effective configuration (secrets masked) and exit");
   // clang-format on
+  return desc;
+}
+
+// The subcommands' flags, from the command table.
+po::options_description CommandOptions() {
+  po::options_description desc("Command options");
+  for (const cli::Flag& f : cli::CommandFlags()) {
+    if (f.value.empty()) {
+      desc.add_options()(f.name.c_str(), f.help.c_str());
+    } else {
+      desc.add_options()(f.name.c_str(), po::value<std::string>(),
+                         f.help.c_str());
+    }
+  }
   return desc;
 }
 
@@ -582,7 +578,10 @@ void CheckRelations(const Settings& s, const Values& effective) {
 
 po::variables_map ParseArgs(const std::vector<std::string>& args) {
   po::options_description all;
-  all.add(SettingsTable()).add(CommandLineOnly()).add(Positional());
+  all.add(SettingsTable())
+      .add(CommandLineOnly())
+      .add(CommandOptions())
+      .add(Positional());
   po::positional_options_description positional;
   positional.add("command", -1);
   po::variables_map vm;
@@ -623,24 +622,9 @@ void ReadCommandLineOnly(const po::variables_map& vm, Invocation& inv) {
   inv.version = vm.count("version") != 0;
   inv.check_config = vm.count("check-config") != 0;
   inv.print_config = vm.count("print-config") != 0;
-  inv.json = vm.count("json") != 0;
-  inv.once = vm.count("once") != 0;
-  inv.roles = vm.count("roles") != 0;
-  inv.yes = vm.count("yes") != 0;
-  inv.to_start = vm.count("to-start") != 0;
-  inv.to_end = vm.count("to-end") != 0;
-  if (vm.count("role-prefix") != 0) {
-    inv.role_prefix = vm["role-prefix"].as<std::string>();
-  }
-  if (vm.count("headless-ttl") != 0) {
-    inv.headless_ttl =
-        ToTtl("headless-ttl", vm["headless-ttl"].as<std::string>());
-  }
-  for (auto [key, field] :
-       {std::pair{"retention", &inv.retention},
-        std::pair{"tombstone-retention", &inv.tombstone_retention}}) {
-    if (vm.count(key) != 0)
-      *field = ToRetention(key, vm[key].as<std::string>());
+  for (const cli::Flag& f : cli::CommandFlags()) {
+    if (vm.count(f.name) == 0) continue;
+    inv.options[f.name] = f.value.empty() ? "" : vm[f.name].as<std::string>();
   }
   if (vm.count("config") != 0) {
     inv.config_file = vm["config"].as<std::string>();
@@ -731,6 +715,14 @@ Invocation ParseInvocation(const std::vector<std::string>& args) {
   return inv;
 }
 
+Millis ParseTtl(const std::string& key, const std::string& text) {
+  return ToTtl(key, text);
+}
+
+Millis ParseRetention(const std::string& key, const std::string& text) {
+  return ToRetention(key, text);
+}
+
 std::pair<std::string, unsigned short> ParseListen(const std::string& key,
                                                    const std::string& value) {
   std::string host;
@@ -757,33 +749,18 @@ std::pair<std::string, unsigned short> ParseListen(const std::string& key,
 
 std::string HelpText() {
   std::ostringstream out;
-  out << "Usage: compactiond [COMMAND] [OPTIONS]\n\n"
-         "Commands:\n"
-         "  run                       sweep and clean every topic on timers "
-         "and serve /metrics, /healthz, /readyz (default)\n"
-         "  sweep --once              one headless sweep and one log cleaner "
-         "pass of every topic; exit 1 if any failed\n"
-         "  stats [--json]            headless rows, log size, tombstones, "
-         "cleaner lag and run state per topic\n"
-         "  schema install            create the schema (idempotent)\n"
-         "  topic register NAME... [--headless-ttl D] [--retention D|keep] "
-         "[--tombstone-retention D|keep]\n"
-         "  topic list [--json]\n"
-         "  topic destroy NAME --yes  drop the topic, its messages and its "
-         "heads (the schema owner's role)\n"
-         "  consumer list [--json]    lag, last poll and activity per topic "
-         "and consumer\n"
-         "  consumer reset TOPIC NAME --to-start|--to-end\n"
-         "  consumer drop TOPIC NAME  delete the consumer's positions (the "
-         "schema owner's role)\n\n"
-         "Precedence: flag > COMPACTIOND_<KEY> environment variable > config "
+  out << "Usage: compactiond [COMMAND] [OPTIONS]\n\nCommands:\n"
+      << cli::CommandsHelp() << "\n"
+      << "Precedence: flag > COMPACTIOND_<KEY> environment variable > config "
          "file > default.\n"
          "Durations: 500ms, 30s, 5m, 1h, 1d, or combined (1h30m).\n"
          "Secrets (password, sslpassword): never on the command line; use "
          "PGPASSFILE or PGPASSWORD.\n"
          "Exit codes: 0 success, 1 runtime failure, 2 usage or configuration "
          "error.\n\n";
-  out << CommandLineOnly() << "\n" << SettingsTable() << "\n";
+  out << CommandLineOnly() << "\n"
+      << CommandOptions() << "\n"
+      << SettingsTable() << "\n";
   return out.str();
 }
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "daemon/cli.hpp"
+#include "daemon/cli/cli.hpp"
 #include "daemon/cli/commands.hpp"
 #include "daemon/cli/common.hpp"
 #include "daemon/duration.hpp"

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "daemon/asio.hpp"
-#include "daemon/cli.hpp"
+#include "daemon/cli/cli.hpp"
 #include "daemon/cli/commands.hpp"
 #include "daemon/cli/common.hpp"
 #include "daemon/failure.hpp"

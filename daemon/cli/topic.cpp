@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "daemon/cli.hpp"
+#include "daemon/cli/cli.hpp"
 #include "daemon/cli/commands.hpp"
 #include "daemon/cli/common.hpp"
 #include "daemon/duration.hpp"
@@ -52,12 +52,8 @@ int TopicList(const Settings& s, bool json) {
 
 // Several names register one after another on one connection.
 int TopicRegister(const Settings& s, const std::vector<std::string>& names,
-                  const Invocation& inv) {
+                  const compaction::TopicConfig& config) {
   compaction::Client client = Connect(s);
-  compaction::TopicConfig config;
-  config.headless_ttl = inv.headless_ttl;
-  config.retention = inv.retention;
-  config.tombstone_retention = inv.tombstone_retention;
   for (const std::string& name : names) {
     compaction::TopicInfo info =
         client.Topic<compaction::RawMessage>(name).Register(config);
