@@ -154,6 +154,8 @@ Invocation ParseInvocation(const std::vector<std::string>& args);
 // "keep", kKeepForever); a ConfigError naming `key` otherwise.
 Millis ParseTtl(const std::string& key, const std::string& text);
 Millis ParseRetention(const std::string& key, const std::string& text);
+// A command flag's count, 1..max.
+int ParseCount(const std::string& key, const std::string& text, int max);
 
 // Usage text for --help.
 std::string HelpText();

@@ -234,6 +234,10 @@ Millis ParseRetention(const std::string& key, const std::string& text) {
   return detail::ToRetention(key, text);
 }
 
+int ParseCount(const std::string& key, const std::string& text, int max) {
+  return detail::ToInt(key, text, 1, max);
+}
+
 std::pair<std::string, unsigned short> ParseListen(const std::string& key,
                                                    const std::string& value) {
   std::string host;

@@ -27,6 +27,10 @@ int TopicRegister(const Settings& s, const std::vector<std::string>& names,
 // topic destroy NAME (after --yes): drops the topic and its tables. Needs
 // the role that owns them; another gets the server's permission error.
 int TopicDestroy(const Settings& s, const std::string& name);
+// topic tail TOPIC [--from-start] [--heads-only] [--json]: prints messages
+// as they commit until SIGINT or SIGTERM; keeps no position.
+int TopicTail(const Settings& s, const std::string& topic, bool from_start,
+              bool heads_only, bool json);
 // consumer list [--json]: every topic's consumers with their lag.
 int ConsumerList(const Settings& s, bool json);
 // consumer reset TOPIC NAME --to-start|--to-end

@@ -30,6 +30,10 @@ int RunTopicRegister(Call& c) {
   if (c.Has("headless-ttl")) config.headless_ttl = TtlFlag(c, "headless-ttl");
   config.retention = RetentionFlag(c, "retention");
   config.tombstone_retention = RetentionFlag(c, "tombstone-retention");
+  if (auto n = c.Value("partitions")) {
+    config.partitions =
+        ParseCount("partitions", *n, compaction::kMaxPartitions);
+  }
   return TopicRegister(c.inv.settings, c.args, config);
 }
 
@@ -184,7 +188,10 @@ const std::vector<Command>& CommandTable() {
          "how long messages that are not their key's head are kept, or "
          "'keep' (default 7d)"},
         {"tombstone-retention", "D|keep",
-         "how long a tombstone head is kept, or 'keep' (default 1d)"}},
+         "how long a tombstone head is kept, or 'keep' (default 1d)"},
+        {"partitions", "N",
+         "partitions consumers split a new topic in, 1..1024 (default 1); "
+         "fixed once the topic exists"}},
        "register topics, or change their settings",
        RunTopicRegister},
       {{"topic", "list"},
@@ -204,6 +211,19 @@ const std::vector<Command>& CommandTable() {
          true}},
        "drop the topic, its messages and its heads (the schema owner's role)",
        [](Call& c) { return TopicDestroy(c.inv.settings, c.args[0]); }},
+      {{"topic", "tail"},
+       "TOPIC",
+       1,
+       1,
+       {{"from-start", "", "the whole log first, then what commits"},
+        {"heads-only", "", "only messages that are their key's head"},
+        kJson},
+       "print messages as they commit until SIGINT/SIGTERM; keeps no "
+       "position",
+       [](Call& c) {
+         return TopicTail(c.inv.settings, c.args[0], c.Has("from-start"),
+                          c.Has("heads-only"), c.Has("json"));
+       }},
       {{"consumer", "list"},
        "",
        0,

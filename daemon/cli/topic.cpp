@@ -14,12 +14,12 @@ namespace compactiond::cli {
 namespace {
 
 nlohmann::json TopicJson(const compaction::TopicInfo& t) {
-  return {
-      {"id", t.id},
-      {"name", t.name},
-      {"headless_ttl_seconds", Seconds(t.headless_ttl)},
-      {"retention_seconds", RetentionJson(t.retention)},
-      {"tombstone_retention_seconds", RetentionJson(t.tombstone_retention)}};
+  return {{"id", t.id},
+          {"name", t.name},
+          {"headless_ttl_seconds", Seconds(t.headless_ttl)},
+          {"retention_seconds", RetentionJson(t.retention)},
+          {"tombstone_retention_seconds", RetentionJson(t.tombstone_retention)},
+          {"partitions", t.partitions}};
 }
 
 void PrintTable(const std::vector<compaction::TopicInfo>& topics) {
@@ -62,7 +62,8 @@ int TopicRegister(const Settings& s, const std::vector<std::string>& names,
               << " headless_ttl=" << FormatDuration(info.headless_ttl)
               << " retention=" << RetentionText(info.retention)
               << " tombstone_retention="
-              << RetentionText(info.tombstone_retention) << "\n";
+              << RetentionText(info.tombstone_retention)
+              << " partitions=" << info.partitions << "\n";
   }
   return kExitOk;
 }

@@ -46,7 +46,8 @@ TEST_CASE("every row is in --help with its usage, every flag once") {
 
 TEST_CASE("a flag is refused by a command without it, naming its commands") {
   CHECK(DispatchError({"sweep", "--once", "--json"}) ==
-        "option '--json' is for 'stats', 'topic list' and 'consumer list'");
+        "option '--json' is for 'stats', 'topic list', 'topic tail' and "
+        "'consumer list'");
   CHECK(DispatchError({"stats", "--yes"}) ==
         "option '--yes' is for 'topic destroy'");
   CHECK(DispatchError({"--retention", "1d"}) ==
@@ -56,7 +57,8 @@ TEST_CASE("a flag is refused by a command without it, naming its commands") {
 TEST_CASE("arguments and required flags are checked against the row") {
   CHECK(DispatchError({"topic", "register"}) ==
         "usage: topic register NAME... [--headless-ttl D] "
-        "[--retention D|keep] [--tombstone-retention D|keep]");
+        "[--retention D|keep] [--tombstone-retention D|keep] "
+        "[--partitions N]");
   CHECK(DispatchError({"consumer", "drop", "t"}) ==
         "usage: consumer drop TOPIC NAME");
   CHECK(DispatchError({"stats", "extra"}) == "usage: stats [--json]");
