@@ -129,17 +129,10 @@ struct Invocation {
   bool version = false;
   bool check_config = false;
   bool print_config = false;
-  bool json = false;
-  bool once = false;
-  bool roles = false;       // schema install --roles
-  bool yes = false;         // topic destroy --yes
-  bool to_start = false;    // consumer reset --to-start
-  bool to_end = false;      // consumer reset --to-end
-  std::string role_prefix;  // schema install --role-prefix; empty: schema
-  std::optional<Millis> headless_ttl;  // at most kMaxTtl
-  // topic register: 0..kMaxTtl or kKeepForever ("keep").
-  std::optional<Millis> retention;
-  std::optional<Millis> tombstone_retention;
+  // The subcommands' flags given (cli/table.hpp): name without "--" →
+  // its value, empty for a switch. Which command takes which is checked at
+  // dispatch.
+  std::map<std::string, std::string> options;
   std::string config_file;  // empty: none
   // Permission bits of the config file when it holds a secret (password or
   // sslpassword in `db`) and group or others may read it; the command line
@@ -156,6 +149,13 @@ struct Invocation {
 // an invalid `db` value is not quoted, and a config-file line that does not
 // parse is reported by file name and line number only.
 Invocation ParseInvocation(const std::vector<std::string>& args);
+
+// A command flag's TTL (0 < d <= kMaxTtl) and retention (0..kMaxTtl or
+// "keep", kKeepForever); a ConfigError naming `key` otherwise.
+Millis ParseTtl(const std::string& key, const std::string& text);
+Millis ParseRetention(const std::string& key, const std::string& text);
+// A command flag's count, 1..max.
+int ParseCount(const std::string& key, const std::string& text, int max);
 
 // Usage text for --help.
 std::string HelpText();

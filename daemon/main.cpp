@@ -1,9 +1,9 @@
 // compactiond: sweeps expired headless compaction-head rows and exports
-// Prometheus metrics. All logic lives in compactiond_core (daemon/cli.hpp).
+// Prometheus metrics. All logic lives in compactiond_core (daemon/cli/cli.hpp).
 #include <string>
 #include <vector>
 
-#include "daemon/cli.hpp"
+#include "daemon/cli/cli.hpp"
 
 int main(int argc, char** argv) {
   return compactiond::RunCommandLine(

@@ -8,12 +8,15 @@
 #pragma once
 
 #include <chrono>
+#include <compaction/janitor.hpp>
 #include <compaction/options.hpp>
 #include <compaction/stats.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "daemon/job.hpp"
 
 namespace compactiond {
 
@@ -48,13 +51,15 @@ class MetricsProbe {
   // limit (TopicStats::headless_rows_estimated), not an exact count.
   void SetHeadless(const std::string& topic, std::int64_t rows, bool estimated,
                    std::chrono::milliseconds oldest_age);
-  // A sweep that returned. `complete` is false when it was cancelled or
-  // lost its claim: its rows count, but it is no success.
-  void SweepFinished(const std::string& topic, std::int64_t deleted,
-                     std::chrono::duration<double> duration, bool complete);
-  void SweepFailed(const std::string& topic,
+  // A run of `job` that returned: skipped (another replica held the
+  // claim), or finished; complete unless it was cancelled or lost its
+  // claim (its rows count, but it is no success).
+  void RunFinished(Job job, const std::string& topic,
+                   const compaction::CompactResult& result,
                    std::chrono::duration<double> duration);
-  void SweepSkipped(const std::string& topic);
+  // A run of `job` that ended in an error.
+  void RunFailed(Job job, const std::string& topic,
+                 std::chrono::duration<double> duration);
 
   // TopicStats::invalid_timestamp_rows from a statistics refresh.
   void SetInvalidTimestampRows(const std::string& topic, std::int64_t rows);
@@ -62,14 +67,6 @@ class MetricsProbe {
   void SetLog(const std::string& topic, std::int64_t messages,
               std::int64_t tombstoned_keys,
               std::chrono::milliseconds cleaner_lag);
-  // A log cleaner pass that returned, failed or was skipped; as the sweep's.
-  void CleanFinished(const std::string& topic, std::int64_t deleted_messages,
-                     std::int64_t tombstones_expired,
-                     std::chrono::duration<double> duration, bool complete);
-  void CleanFailed(const std::string& topic,
-                   std::chrono::duration<double> duration);
-  void CleanSkipped(const std::string& topic);
-
   // The topic's consumers as of a statistics refresh; series of consumers
   // no longer listed go.
   void SetConsumers(const std::string& topic,

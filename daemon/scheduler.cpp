@@ -13,11 +13,6 @@
 namespace compactiond {
 namespace {
 
-// "sweep" or "cleaner": names the job in logs ("sweep finished").
-const char* JobName(Job job) {
-  return job == Job::kSweep ? "sweep" : "cleaner";
-}
-
 std::int64_t UnixMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -39,24 +34,35 @@ std::string ProcessOwner() {
 
 }  // namespace
 
+namespace {
+
+// One job's options: its own batch size and pacing; max-batches,
+// statement-timeout, claim-ttl and owner are shared.
+compaction::SweepOptions JobOptions(const Settings& s, int batch_size,
+                                    Millis batch_pause, double duty_cycle) {
+  compaction::SweepOptions o;
+  o.batch_size = batch_size;
+  o.max_batches = s.max_batches;
+  o.statement_timeout = s.statement_timeout;
+  o.claim_ttl = s.claim_ttl;
+  o.batch_pause = batch_pause;
+  o.duty_cycle = duty_cycle;
+  o.owner = s.owner.empty() ? ProcessOwner() : s.owner;
+  return o;
+}
+
+}  // namespace
+
 ScheduleSettings ScheduleSettings::From(const Settings& s) {
   ScheduleSettings out;
   out.min_interval = s.min_interval;
   out.max_interval = s.max_interval;
   out.jitter = s.jitter;
-  out.sweep.batch_size = s.batch_size;
-  out.sweep.max_batches = s.max_batches;
-  out.sweep.statement_timeout = s.statement_timeout;
-  out.sweep.claim_ttl = s.claim_ttl;
-  out.sweep.batch_pause = s.batch_pause;
-  out.sweep.duty_cycle = s.duty_cycle;
-  out.sweep.owner = s.owner.empty() ? ProcessOwner() : s.owner;
   out.cleaner_min_interval = s.cleaner_min_interval;
   out.cleaner_max_interval = s.cleaner_max_interval;
-  out.cleaner = out.sweep;
-  out.cleaner.batch_size = s.cleaner_batch_size;
-  out.cleaner.batch_pause = s.cleaner_batch_pause;
-  out.cleaner.duty_cycle = s.cleaner_duty_cycle;
+  out.sweep = JobOptions(s, s.batch_size, s.batch_pause, s.duty_cycle);
+  out.cleaner = JobOptions(s, s.cleaner_batch_size, s.cleaner_batch_pause,
+                           s.cleaner_duty_cycle);
   return out;
 }
 
@@ -71,21 +77,43 @@ Millis ScheduleSettings::CleanerIntervalFor(
   return std::clamp(due / 2, cleaner_min_interval, cleaner_max_interval);
 }
 
-JobReport RunJob(compaction::Janitor& janitor, const std::string& topic,
-                 Job job, const compaction::SweepOptions& options,
-                 std::stop_token stop) {
-  if (job == Job::kSweep) {
-    compaction::SweepResult r = janitor.SweepHeadless(topic, options, stop);
-    return JobReport{r.deleted,          0,           r.batches,
-                     r.stopped_at_limit, r.skipped,   std::move(r.claimed_by),
-                     r.cancelled,        r.lost_claim};
-  }
-  compaction::CompactResult r = janitor.CompactLog(topic, options, stop);
-  return JobReport{r.deleted_messages, r.tombstones_expired,
-                   r.batches,          r.stopped_at_limit,
-                   r.skipped,          std::move(r.claimed_by),
-                   r.cancelled,        r.lost_claim};
+// --- What tells the two jobs apart: the only branches on the job.
+
+const char* JobName(Job job) {
+  return job == Job::kSweep ? "sweep" : "cleaner";
 }
+
+const compaction::SweepOptions& ScheduleSettings::OptionsFor(Job job) const {
+  return job == Job::kSweep ? sweep : cleaner;
+}
+
+Millis ScheduleSettings::IntervalOf(const compaction::TopicInfo& topic,
+                                    Job job) const {
+  return job == Job::kSweep ? IntervalFor(topic.headless_ttl)
+                            : CleanerIntervalFor(topic);
+}
+
+compaction::CompactResult RunJob(compaction::Janitor& janitor,
+                                 const std::string& topic, Job job,
+                                 const compaction::SweepOptions& options,
+                                 std::stop_token stop) {
+  if (job == Job::kSweep) {
+    return {janitor.SweepHeadless(topic, options, std::move(stop))};
+  }
+  return janitor.CompactLog(topic, options, std::move(stop));
+}
+
+std::string RunSummary(Job job, const compaction::CompactResult& r) {
+  const std::string batches = " batches=" + std::to_string(r.batches);
+  if (job == Job::kSweep) {
+    return "deleted=" + std::to_string(r.deleted) + batches;
+  }
+  return "cleaner deleted_messages=" + std::to_string(r.deleted) +
+         " tombstones_expired=" + std::to_string(r.tombstones_expired) +
+         batches;
+}
+
+// ---
 
 Scheduler::Scheduler(asio::io_context& io, WorkerPool& pool, Database& db,
                      MetricsProbe& probe, ScheduleSettings settings)
@@ -110,14 +138,9 @@ Millis Scheduler::FirstDelay(Millis interval) {
   return Millis(pick(rng_));
 }
 
-Millis Scheduler::IntervalOf(const compaction::TopicInfo& info, Job job) const {
-  return job == Job::kSweep ? settings_.IntervalFor(info.headless_ttl)
-                            : settings_.CleanerIntervalFor(info);
-}
-
 void Scheduler::Retime(const std::shared_ptr<Topic>& topic, Job job) {
   Timer& t = topic->of(job);
-  const Millis interval = IntervalOf(topic->info, job);
+  const Millis interval = settings_.IntervalOf(topic->info, job);
   if (interval == t.interval) return;
   const bool was_off = t.interval.count() == 0;
   t.interval = interval;
@@ -142,18 +165,19 @@ void Scheduler::SetTopics(const std::vector<compaction::TopicInfo>& topics) {
       auto topic = std::make_shared<Topic>(io_, info);
       topics_.emplace(info.name, topic);
       probe_.AddTopic(info);
-      for (Job job : {Job::kSweep, Job::kClean}) {
+      for (Job job : kJobs) {
         Timer& t = topic->of(job);
-        t.interval = IntervalOf(info, job);
+        t.interval = settings_.IntervalOf(info, job);
         if (t.interval.count() > 0) Arm(topic, job, FirstDelay(t.interval));
       }
       LogInfo("scheduler", "topic added",
               {{"topic", info.name},
                {"ttl_ms", static_cast<std::int64_t>(info.headless_ttl.count())},
-               {"interval_ms",
-                static_cast<std::int64_t>(topic->sweep.interval.count())},
+               {"interval_ms", static_cast<std::int64_t>(
+                                   topic->of(Job::kSweep).interval.count())},
                {"cleaner_interval_ms",
-                static_cast<std::int64_t>(topic->clean.interval.count())}});
+                static_cast<std::int64_t>(
+                    topic->of(Job::kClean).interval.count())}});
       continue;
     }
     const std::shared_ptr<Topic>& topic = it->second;
@@ -168,7 +192,7 @@ void Scheduler::SetTopics(const std::vector<compaction::TopicInfo>& topics) {
     LogInfo("scheduler", "topic settings changed",
             {{"topic", info.name},
              {"ttl_ms", static_cast<std::int64_t>(info.headless_ttl.count())}});
-    for (Job job : {Job::kSweep, Job::kClean}) Retime(topic, job);
+    for (Job job : kJobs) Retime(topic, job);
   }
   for (auto it = topics_.begin(); it != topics_.end();) {
     if (seen.count(it->first) != 0) {
@@ -176,8 +200,7 @@ void Scheduler::SetTopics(const std::vector<compaction::TopicInfo>& topics) {
       continue;
     }
     it->second->removed = true;
-    it->second->sweep.timer.cancel();
-    it->second->clean.timer.cancel();
+    for (Timer& t : it->second->timers) t.timer.cancel();
     probe_.RemoveTopic(it->first);
     LogInfo("scheduler", "topic removed", {{"topic", it->first}});
     it = topics_.erase(it);
@@ -187,7 +210,7 @@ void Scheduler::SetTopics(const std::vector<compaction::TopicInfo>& topics) {
 void Scheduler::Reconfigure(ScheduleSettings settings) {
   settings_ = std::move(settings);
   for (auto& [name, topic] : topics_) {
-    for (Job job : {Job::kSweep, Job::kClean}) Retime(topic, job);
+    for (Job job : kJobs) Retime(topic, job);
   }
 }
 
@@ -195,8 +218,7 @@ void Scheduler::Stop() {
   stopped_ = true;
   stopping_ = true;
   for (auto& [name, topic] : topics_) {
-    topic->sweep.timer.cancel();
-    topic->clean.timer.cancel();
+    for (Timer& t : topic->timers) t.timer.cancel();
   }
 }
 
@@ -268,13 +290,7 @@ void Scheduler::OnDone(const std::shared_ptr<Topic>& topic, Job job,
   const char* what = JobName(job);
   auto took_ms = static_cast<std::int64_t>(took.count() * 1000);
   if (!outcome.ok()) {
-    if (!topic->removed) {
-      if (job == Job::kSweep) {
-        probe_.SweepFailed(name, took);
-      } else {
-        probe_.CleanFailed(name, took);
-      }
-    }
+    if (!topic->removed) probe_.RunFailed(job, name, took);
     bool cancelled = stopping_ && IsCancelled(outcome.error);
     Log(cancelled ? LogLevel::kInfo : LogLevel::kWarn, "scheduler",
         std::string(what) + (cancelled ? " cancelled" : " failed"),
@@ -288,8 +304,8 @@ void Scheduler::OnDone(const std::shared_ptr<Topic>& topic, Job job,
     return;
   }
   if (outcome.value->not_started) return;
-  const JobReport& r = outcome.value->job;
-  if (!topic->removed) Report(name, job, r, took);
+  const compaction::CompactResult& r = outcome.value->job;
+  if (!topic->removed) probe_.RunFinished(job, name, r, took);
   if (r.skipped) {
     LogDebug("scheduler", std::string(what) + " skipped",
              {{"topic", name}, {"claimed_by", r.claimed_by}});
@@ -313,23 +329,6 @@ void Scheduler::OnDone(const std::shared_ptr<Topic>& topic, Job job,
   const bool backlog = r.stopped_at_limit && !r.cancelled;
   Arm(topic, job,
       backlog ? settings_.OptionsFor(job).batch_pause : NextDelay(t.interval));
-}
-
-// The run's metrics.
-void Scheduler::Report(const std::string& name, Job job, const JobReport& r,
-                       std::chrono::duration<double> took) {
-  const bool complete = !r.cancelled && !r.lost_claim;
-  if (job == Job::kSweep) {
-    if (r.skipped) {
-      probe_.SweepSkipped(name);
-    } else {
-      probe_.SweepFinished(name, r.deleted, took, complete);
-    }
-  } else if (r.skipped) {
-    probe_.CleanSkipped(name);
-  } else {
-    probe_.CleanFinished(name, r.deleted, r.tombstones_expired, took, complete);
-  }
 }
 
 }  // namespace compactiond

@@ -35,13 +35,11 @@
 #include "daemon/asio.hpp"
 #include "daemon/config.hpp"
 #include "daemon/database.hpp"
+#include "daemon/job.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/worker_pool.hpp"
 
 namespace compactiond {
-
-// The two jobs a topic's timers run.
-enum class Job { kSweep, kClean };
 
 struct ScheduleSettings {
   Millis min_interval;
@@ -56,29 +54,24 @@ struct ScheduleSettings {
   Millis IntervalFor(Millis ttl) const;
   // 0 when the topic keeps messages and tombstones forever: no cleaner.
   Millis CleanerIntervalFor(const compaction::TopicInfo& topic) const;
-  const compaction::SweepOptions& OptionsFor(Job job) const {
-    return job == Job::kSweep ? sweep : cleaner;
-  }
+  const compaction::SweepOptions& OptionsFor(Job job) const;
+  // The job's interval on `topic`; 0: the job is off for it.
+  Millis IntervalOf(const compaction::TopicInfo& topic, Job job) const;
 };
 
-// What one run of either job did.
-struct JobReport {
-  std::int64_t deleted = 0;  // headless rows, or log messages
-  std::int64_t tombstones_expired = 0;
-  int batches = 0;
-  bool stopped_at_limit = false;
-  bool skipped = false;
-  std::string claimed_by;
-  bool cancelled = false;
-  bool lost_claim = false;
-};
+// "sweep" or "cleaner": names the job in logs ("sweep finished").
+const char* JobName(Job job);
 
 // One run of `job` on `topic` through `janitor`; blocks (call it on a
 // worker thread). The scheduler and `sweep --once` both run jobs this way.
 // A stop requested on `stop` cancels it (Janitor::SweepHeadless).
-JobReport RunJob(compaction::Janitor& janitor, const std::string& topic,
-                 Job job, const compaction::SweepOptions& options,
-                 std::stop_token stop = {});
+compaction::CompactResult RunJob(compaction::Janitor& janitor,
+                                 const std::string& topic, Job job,
+                                 const compaction::SweepOptions& options,
+                                 std::stop_token stop = {});
+
+// A run's figures as `sweep --once` prints them after "topic=NAME ".
+std::string RunSummary(Job job, const compaction::CompactResult& r);
 
 class Scheduler {
  public:
@@ -112,19 +105,17 @@ class Scheduler {
   };
   struct Topic {
     Topic(asio::io_context& io, compaction::TopicInfo i)
-        : info(std::move(i)), sweep(io), clean(io) {}
-    Timer& of(Job job) { return job == Job::kSweep ? sweep : clean; }
+        : info(std::move(i)), timers{Timer(io), Timer(io)} {}
+    Timer& of(Job job) { return timers[Index(job)]; }
     compaction::TopicInfo info;
-    Timer sweep;
-    Timer clean;
+    std::array<Timer, kJobs.size()> timers;
     bool removed = false;
   };
   struct RunReport {
-    JobReport job;
+    compaction::CompactResult job;
     bool not_started = false;  // shutdown began before the run could start
   };
 
-  Millis IntervalOf(const compaction::TopicInfo& info, Job job) const;
   // Sets the job's interval and re-arms its idle timer when it changed.
   void Retime(const std::shared_ptr<Topic>& topic, Job job);
   void Arm(const std::shared_ptr<Topic>& topic, Job job, Millis delay);
@@ -135,8 +126,6 @@ class Scheduler {
               const std::shared_ptr<compaction::Client>& client,
               std::chrono::steady_clock::time_point started,
               std::int64_t started_unix_us, Outcome<RunReport> outcome);
-  void Report(const std::string& name, Job job, const JobReport& r,
-              std::chrono::duration<double> took);
   Millis NextDelay(Millis interval);
   Millis FirstDelay(Millis interval);
 

@@ -37,6 +37,7 @@ void StatsCache::Publish(
   }
   failures_in_a_row_ = 0;
   ReportUnreadable(*outcome.value);
+  ReportConsumersUnreadable(*outcome.value);
   for (const compaction::TopicOverview& t : *outcome.value) {
     if (!t.error.empty()) continue;
     // Series exist only for topics the scheduler knows, so a topic destroyed
@@ -48,7 +49,10 @@ void StatsCache::Publish(
     probe_.SetLog(t.info.name, t.stats.estimated_messages,
                   t.stats.tombstoned_keys, t.stats.cleaner_lag);
     probe_.SetInvalidTimestampRows(t.info.name, t.stats.invalid_timestamp_rows);
-    probe_.SetConsumers(t.info.name, t.stats.consumers);
+    // Unread, the consumers' series keep their last values.
+    if (t.stats.consumers_error.empty()) {
+      probe_.SetConsumers(t.info.name, t.stats.consumers);
+    }
     ReportInvalid(t);
   }
   probe_.StatsRefreshed();
@@ -92,6 +96,24 @@ void StatsCache::ReportUnreadable(
   }
   unreadable_ = std::move(now);
   probe_.SetStatsUnreadable(static_cast<std::int64_t>(unreadable_.size()));
+}
+
+// Logged when the consumers' lag turns unreadable and when it is read again.
+void StatsCache::ReportConsumersUnreadable(
+    const std::vector<compaction::TopicOverview>& topics) {
+  std::string error;
+  for (const compaction::TopicOverview& t : topics) {
+    if (!t.stats.consumers_error.empty()) error = t.stats.consumers_error;
+  }
+  if (!error.empty() && !consumers_unreadable_) {
+    LogWarn("stats",
+            "consumer lag unreadable; the consumer metrics keep their last "
+            "values",
+            {{"error", error}});
+  } else if (error.empty() && consumers_unreadable_) {
+    LogInfo("stats", "consumer lag readable again", {});
+  }
+  consumers_unreadable_ = !error.empty();
 }
 
 }  // namespace compactiond

@@ -41,13 +41,16 @@ class StatsCache {
   // Counts and logs the topics whose stats could not be read; a topic is
   // logged when it breaks and when it recovers, not at every refresh.
   void ReportUnreadable(const std::vector<compaction::TopicOverview>& topics);
+  void ReportConsumersUnreadable(
+      const std::vector<compaction::TopicOverview>& topics);
   void ReportInvalid(const compaction::TopicOverview& t);
 
   MetricsProbe& probe_;
   std::atomic<std::int64_t> exact_count_limit_;  // before job_: it reads it
   PeriodicJob<std::vector<compaction::TopicOverview>> job_;
   int failures_in_a_row_ = 0;
-  std::set<std::string> unreadable_;  // topics whose last refresh failed
+  std::set<std::string> unreadable_;   // topics whose last refresh failed
+  bool consumers_unreadable_ = false;  // the last consumer lag query failed
   // Topics with invalid_timestamp_rows > 0, and how many.
   std::map<std::string, std::int64_t> invalid_;
 };

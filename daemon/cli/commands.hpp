@@ -1,10 +1,12 @@
-// The one-shot subcommands RunCommandLine dispatches to (`run` is the App).
-// Each connects, does its work, prints to stdout and returns an exit code
-// (cli.hpp); errors propagate as exceptions for RunCommandLine to map.
+// The one-shot subcommands' handlers, which the command table (table.cpp)
+// calls with the flags read (`run` is the App). Each connects, does its
+// work, prints to stdout and returns an exit code (cli.hpp); errors
+// propagate as exceptions for RunCommandLine to map.
 //
 // Thread safety: call from the main thread, one at a time.
 #pragma once
 
+#include <compaction/options.hpp>
 #include <string>
 #include <vector>
 
@@ -18,13 +20,17 @@ int SweepOnce(const Settings& s);
 int Stats(const Settings& s, bool json);
 // topic list [--json]
 int TopicList(const Settings& s, bool json);
-// topic register NAME... with the invocation's --headless-ttl, --retention
-// and --tombstone-retention.
+// topic register NAME... with --headless-ttl, --retention and
+// --tombstone-retention in `config`.
 int TopicRegister(const Settings& s, const std::vector<std::string>& names,
-                  const Invocation& inv);
+                  const compaction::TopicConfig& config);
 // topic destroy NAME (after --yes): drops the topic and its tables. Needs
 // the role that owns them; another gets the server's permission error.
 int TopicDestroy(const Settings& s, const std::string& name);
+// topic tail TOPIC [--from-start] [--heads-only] [--json]: prints messages
+// as they commit until SIGINT or SIGTERM; keeps no position.
+int TopicTail(const Settings& s, const std::string& topic, bool from_start,
+              bool heads_only, bool json);
 // consumer list [--json]: every topic's consumers with their lag.
 int ConsumerList(const Settings& s, bool json);
 // consumer reset TOPIC NAME --to-start|--to-end

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "daemon/cli.hpp"
+#include "daemon/cli/cli.hpp"
 #include "daemon/cli/commands.hpp"
 #include "daemon/cli/common.hpp"
 #include "daemon/duration.hpp"
@@ -32,6 +32,11 @@ int ConsumerList(const Settings& s, bool json) {
   compaction::StatsOptions options;
   options.exact_count_limit = s.stats_exact_count_limit;
   const auto topics = client.ListTopicStats(options);
+  for (const auto& t : topics) {
+    if (!t.stats.consumers_error.empty()) {
+      throw std::runtime_error(t.stats.consumers_error);
+    }
+  }
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& t : topics) {

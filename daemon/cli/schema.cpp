@@ -2,7 +2,7 @@
 #include <compaction/compaction.hpp>
 #include <iostream>
 
-#include "daemon/cli.hpp"
+#include "daemon/cli/cli.hpp"
 #include "daemon/cli/commands.hpp"
 #include "daemon/cli/common.hpp"
 

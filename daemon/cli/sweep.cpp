@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "daemon/asio.hpp"
-#include "daemon/cli.hpp"
+#include "daemon/cli/cli.hpp"
 #include "daemon/cli/commands.hpp"
 #include "daemon/cli/common.hpp"
 #include "daemon/failure.hpp"
@@ -16,20 +16,8 @@
 namespace compactiond::cli {
 namespace {
 
-std::string Status(const JobReport& r) {
+std::string Status(const compaction::CompactResult& r) {
   return r.skipped ? "skipped claimed_by=" + Printable(r.claimed_by) : "ok";
-}
-
-void Print(const std::string& topic, Job job, const JobReport& r) {
-  if (job == Job::kSweep) {
-    std::cout << "topic=" << Printable(topic) << " deleted=" << r.deleted
-              << " batches=" << r.batches << " status=" << Status(r) << "\n";
-    return;
-  }
-  std::cout << "topic=" << Printable(topic)
-            << " cleaner deleted_messages=" << r.deleted
-            << " tombstones_expired=" << r.tombstones_expired
-            << " batches=" << r.batches << " status=" << Status(r) << "\n";
 }
 
 // One pass. The pool's threads run the jobs; the rest (printing, the tally)
@@ -45,34 +33,38 @@ class SweepPass {
   int Run(const std::vector<compaction::TopicInfo>& topics) {
     pending_ = topics.size();
     if (pending_ == 0) return 0;
-    for (const auto& t : topics) Submit(t.name, Job::kSweep);
+    for (const auto& t : topics) Submit(t.name, 0);
     io_.run();
     return failed_;
   }
 
  private:
-  void Submit(const std::string& topic, Job job) {
+  // The topic's job number `step` of kJobs, run one after the other.
+  void Submit(const std::string& topic, size_t step) {
+    const Job job = kJobs[step];
     pool_.Submit(
         [this, topic, job] {
           compaction::Janitor janitor(client_);
           return RunJob(janitor, topic, job, schedule_.OptionsFor(job));
         },
-        [this, topic, job](Outcome<JobReport> out) {
-          OnDone(topic, job, out);
+        [this, topic, step](Outcome<compaction::CompactResult> out) {
+          OnDone(topic, step, out);
         });
   }
 
   // A failed sweep skips the topic's cleaner, as a failed run would.
-  void OnDone(const std::string& topic, Job job,
-              const Outcome<JobReport>& out) {
+  void OnDone(const std::string& topic, size_t step,
+              const Outcome<compaction::CompactResult>& out) {
     if (!out.ok()) {
       ++failed_;
       LogError("sweep", "sweep failed",
                {{"topic", topic}, {"error", Describe(out.error)}});
       std::cout << "topic=" << Printable(topic) << " status=failed\n";
     } else {
-      Print(topic, job, *out.value);
-      if (job == Job::kSweep) return Submit(topic, Job::kClean);
+      std::cout << "topic=" << Printable(topic) << " "
+                << RunSummary(kJobs[step], *out.value)
+                << " status=" << Status(*out.value) << "\n";
+      if (step + 1 < kJobs.size()) return Submit(topic, step + 1);
     }
     if (--pending_ == 0) work_.reset();  // io_.run() returns
   }

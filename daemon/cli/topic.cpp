@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "daemon/cli.hpp"
+#include "daemon/cli/cli.hpp"
 #include "daemon/cli/commands.hpp"
 #include "daemon/cli/common.hpp"
 #include "daemon/duration.hpp"
@@ -14,12 +14,12 @@ namespace compactiond::cli {
 namespace {
 
 nlohmann::json TopicJson(const compaction::TopicInfo& t) {
-  return {
-      {"id", t.id},
-      {"name", t.name},
-      {"headless_ttl_seconds", Seconds(t.headless_ttl)},
-      {"retention_seconds", RetentionJson(t.retention)},
-      {"tombstone_retention_seconds", RetentionJson(t.tombstone_retention)}};
+  return {{"id", t.id},
+          {"name", t.name},
+          {"headless_ttl_seconds", Seconds(t.headless_ttl)},
+          {"retention_seconds", RetentionJson(t.retention)},
+          {"tombstone_retention_seconds", RetentionJson(t.tombstone_retention)},
+          {"partitions", t.partitions}};
 }
 
 void PrintTable(const std::vector<compaction::TopicInfo>& topics) {
@@ -52,12 +52,8 @@ int TopicList(const Settings& s, bool json) {
 
 // Several names register one after another on one connection.
 int TopicRegister(const Settings& s, const std::vector<std::string>& names,
-                  const Invocation& inv) {
+                  const compaction::TopicConfig& config) {
   compaction::Client client = Connect(s);
-  compaction::TopicConfig config;
-  config.headless_ttl = inv.headless_ttl;
-  config.retention = inv.retention;
-  config.tombstone_retention = inv.tombstone_retention;
   for (const std::string& name : names) {
     compaction::TopicInfo info =
         client.Topic<compaction::RawMessage>(name).Register(config);
@@ -66,7 +62,8 @@ int TopicRegister(const Settings& s, const std::vector<std::string>& names,
               << " headless_ttl=" << FormatDuration(info.headless_ttl)
               << " retention=" << RetentionText(info.retention)
               << " tombstone_retention="
-              << RetentionText(info.tombstone_retention) << "\n";
+              << RetentionText(info.tombstone_retention)
+              << " partitions=" << info.partitions << "\n";
   }
   return kExitOk;
 }

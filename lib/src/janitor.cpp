@@ -79,9 +79,7 @@ CompactResult Janitor::CompactLog(const std::string& topic_name,
   sweep::CleanerBatches kind(*core_, options);
   SweepResult r =
       in_flight_->Run(*core_, kind, topic_name, options, std::move(stop));
-  return CompactResult{
-      r.deleted, kind.tombstones_expired(), r.batches,   r.stopped_at_limit,
-      r.skipped, std::move(r.claimed_by),   r.cancelled, r.lost_claim};
+  return CompactResult{std::move(r), kind.tombstones_expired()};
 }
 
 }  // namespace compaction

@@ -1427,7 +1427,7 @@ class CleanerLoop {
       const auto t0 = Clock::now();
       try {
         auto r = janitor_.CompactLog(topic, so);
-        deleted_ += r.deleted_messages;
+        deleted_ += r.deleted;
         ++passes_;
         pass_ms_.push_back(
             std::chrono::duration<double, std::milli>(Clock::now() - t0)
@@ -1997,9 +1997,9 @@ void Bench::LogDeleteRate() {
         so.statement_timeout = std::chrono::minutes(5);
         for (;;) {
           auto r = janitor.CompactLog(topic, so);
-          deleted += r.deleted_messages;
+          deleted += r.deleted;
           ++np;
-          if (r.deleted_messages == 0 && !r.stopped_at_limit) break;
+          if (r.deleted == 0 && !r.stopped_at_limit) break;
           if (std::chrono::duration<double>(Clock::now() - t0).count() >
               o_.log_delete_cap) {
             capped = true;
@@ -2163,9 +2163,9 @@ void Bench::LogIdlePass() {
       const double ms =
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       ++np;
-      if (r.deleted_messages)
+      if (r.deleted)
         errors_.push_back("log idle: a pass deleted " +
-                          std::to_string(r.deleted_messages));
+                          std::to_string(r.deleted));
       auto now = state();
       if (np == 1) {
         first_ms = ms;
@@ -2192,9 +2192,9 @@ void Bench::LogIdlePass() {
       auto r = janitor.CompactLog(topic, so);
       ms.push_back(
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      if (r.deleted_messages)
+      if (r.deleted)
         errors_.push_back("log idle: a timed pass deleted " +
-                          std::to_string(r.deleted_messages));
+                          std::to_string(r.deleted));
     }
     const std::string statements = CleanerStatements();
     const double p50 = Median(ms), mx = *std::max_element(ms.begin(), ms.end());

@@ -19,42 +19,16 @@
 #include "daemon/duration.hpp"
 #include "daemon/scheduler.hpp"
 #include "daemon/suggest.hpp"
+#include "test/daemon/test_support.hpp"
 
 namespace compactiond {
 namespace {
 
 using std::chrono::milliseconds;
 
-// Sets an environment variable for one test's scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
-
-std::string WriteFile(const std::string& text) {
-  char path[] = "/tmp/compactiond_test_XXXXXX";
-  int fd = ::mkstemp(path);
-  REQUIRE(fd >= 0);
-  ::close(fd);
-  std::ofstream(path) << text;
-  return path;
-}
-
-// The ConfigError an invocation raises, or "" when it is accepted.
-std::string ErrorOf(const std::vector<std::string>& args) {
-  try {
-    ParseInvocation(args);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::ErrorOf;
+using test::ScopedEnv;
+using test::WriteFile;
 
 // A value other than the default for every setting, as the text its parser
 // reads and its formatter writes. A new setting needs one here; the
@@ -214,23 +188,6 @@ TEST_CASE("a reload keeps exactly the restart-only settings") {
   CHECK(PlanReload(fresh, fresh).ignored.empty());
 }
 
-TEST_CASE("durations parse with units and reject garbage") {
-  CHECK(ParseDuration("500ms") == milliseconds(500));
-  CHECK(ParseDuration("30s") == milliseconds(30'000));
-  CHECK(ParseDuration("30") == milliseconds(30'000));
-  CHECK(ParseDuration("5m") == milliseconds(300'000));
-  CHECK(ParseDuration("1h30m") == milliseconds(5'400'000));
-  CHECK(ParseDuration("2d") == milliseconds(172'800'000));
-  CHECK_FALSE(ParseDuration(""));
-  CHECK_FALSE(ParseDuration("5x"));
-  CHECK_FALSE(ParseDuration("-1s"));
-  CHECK_FALSE(ParseDuration("1.5s"));
-  CHECK_FALSE(ParseDuration("1h30"));
-  CHECK(FormatDuration(milliseconds(90'000)) == "90s");
-  CHECK(FormatDuration(milliseconds(300'000)) == "5m");
-  CHECK(FormatDuration(milliseconds(1500)) == "1500ms");
-}
-
 TEST_CASE("precedence is flag > environment > file > default") {
   std::string file = WriteFile(
       "batch-size = 11\nmax-batches = 12\n"
@@ -361,73 +318,6 @@ TEST_CASE("stats-exact-count-limit: default, sources, bounds") {
   }
 }
 
-TEST_CASE("a password on the command line is refused, elsewhere masked") {
-  CHECK_THROWS_AS(ParseInvocation({"--db", "host=h password=pw"}), ConfigError);
-  CHECK_THROWS_AS(ParseInvocation({"--db", "postgres://u:pw@h/db"}),
-                  ConfigError);
-  CHECK_NOTHROW(ParseInvocation({"--db", "postgres://u@h/db"}));
-  CHECK(ConninfoHasSecret("postgresql://u:pw@h:5432/db"));
-  CHECK_FALSE(ConninfoHasSecret("host=h user=u"));
-  std::string masked = MaskConninfo("host=h password=topsecret");
-  CHECK(masked.find("topsecret") == std::string::npos);
-  CHECK(masked.find("********") != std::string::npos);
-
-  ScopedEnv env("COMPACTIOND_DB", "host=h password=fromenv");
-  Invocation inv = ParseInvocation({"--print-config"});
-  std::string rendered = RenderConfig(inv);
-  CHECK(rendered.find("fromenv") == std::string::npos);
-}
-
-TEST_CASE("sslpassword is a secret like password") {
-  // Refused on the command line, in keyword form and in a URI.
-  for (const char* db :
-       {"host=h sslkey=/k sslpassword=hunter2", "sslpassword='hunter2'",
-        "postgresql://u@h/db?sslpassword=hunter2",
-        "postgres://h/db?sslmode=verify-full&sslpassword=hunter2"}) {
-    INFO(db);
-    std::string error = ErrorOf({"--db", db, "--print-config"});
-    CHECK_THAT(error,
-               Catch::Contains("'db'") && Catch::Contains("sslpassword"));
-    CHECK(error.find("hunter2") == std::string::npos);
-  }
-  CHECK(ConninfoHasSecret("postgresql://u@h/db?sslpassword=x"));
-  CHECK_FALSE(ConninfoHasSecret("host=h sslkey=/k sslpassword="));
-  CHECK(IsSecretKeyword("sslpassword"));
-  CHECK_FALSE(IsSecretKeyword("sslkey"));
-
-  // Masked in --print-config from the environment and from a file.
-  std::string masked = MaskConninfo(
-      "postgresql://u:pw1@h/db?sslpassword=hunter2&sslmode=verify-full");
-  CHECK(masked.find("hunter2") == std::string::npos);
-  CHECK(masked.find("pw1") == std::string::npos);
-  CHECK_THAT(masked, Catch::Contains("sslpassword='********'") &&
-                         Catch::Contains("password='********'") &&
-                         Catch::Contains("sslmode='verify-full'"));
-  {
-    ScopedEnv env("COMPACTIOND_DB", "host=h sslpassword=hunter2");
-    std::string rendered = RenderConfig(ParseInvocation({"--print-config"}));
-    CHECK(rendered.find("hunter2") == std::string::npos);
-    CHECK_THAT(rendered, Catch::Contains("sslpassword='********'"));
-  }
-  std::string file = WriteFile("db = host=h sslpassword=hunter2\n");
-  std::string rendered =
-      RenderConfig(ParseInvocation({"--config", file, "--print-config"}));
-  std::remove(file.c_str());
-  CHECK(rendered.find("hunter2") == std::string::npos);
-}
-
-TEST_CASE("an invalid db value is never quoted") {
-  // An unescaped '%' in user:password@ makes libpq quote the password.
-  for (const char* db : {"postgresql://u:hunter2%zz@h/db", "host='hunter2",
-                         "sslpassword=hunter2 nonsense"}) {
-    INFO(db);
-    ScopedEnv env("COMPACTIOND_DB", db);
-    std::string error = ErrorOf({});
-    CHECK_THAT(error, Catch::Contains("'db'"));
-    CHECK(error.find("hunter2") == std::string::npos);
-  }
-}
-
 TEST_CASE("a config-file line that does not parse is reported by number") {
   std::string file = WriteFile(
       "# comment\n"
@@ -532,21 +422,6 @@ TEST_CASE("every duration setting has an upper bound") {
     CHECK_THAT(ErrorOf(bad), Catch::Contains("'" + std::string(c.key) + "'") &&
                                  Catch::Contains(c.bound_text));
   }
-  // The TTL of `topic register`.
-  CHECK(ParseInvocation({"topic", "register", "t", "--headless-ttl", "36500d"})
-            .headless_ttl == kMaxTtl);
-  CHECK_THAT(
-      ErrorOf({"topic", "register", "t", "--headless-ttl", "1000000000d"}),
-      Catch::Contains("'headless-ttl'") && Catch::Contains("36500d"));
-  // Numbers beyond 64-bit milliseconds are refused, never wrapped.
-  for (const char* huge : {"9999999999999999999d", "9223372036854775807ms",
-                           "106751991168d", "106751991167d106751991167d"}) {
-    INFO(huge);
-    CHECK_FALSE(ParseDuration(huge));
-    CHECK_THAT(ErrorOf({"--claim-ttl", huge}), Catch::Contains("'claim-ttl'"));
-  }
-  CHECK(ParseDuration("106751991167d") ==
-        milliseconds(106751991167LL * 86'400'000));
 }
 
 TEST_CASE("a schema name with braces is refused") {
@@ -558,16 +433,6 @@ TEST_CASE("a schema name with braces is refused") {
         "Compaction-1$x");
 }
 
-TEST_CASE("sweep interval is ttl/2 clamped to [min, max]") {
-  Settings s;
-  s.min_interval = milliseconds(1000);
-  s.max_interval = milliseconds(300'000);
-  ScheduleSettings schedule = ScheduleSettings::From(s);
-  CHECK(schedule.IntervalFor(milliseconds(1000)) == milliseconds(1000));
-  CHECK(schedule.IntervalFor(milliseconds(60'000)) == milliseconds(30'000));
-  CHECK(schedule.IntervalFor(std::chrono::hours(1)) == milliseconds(300'000));
-}
-
 TEST_CASE("listen addresses") {
   CHECK(ParseListen("listen", "127.0.0.1:9473") ==
         std::pair<std::string, unsigned short>{"127.0.0.1", 9473});
@@ -577,7 +442,6 @@ TEST_CASE("listen addresses") {
   CHECK_THROWS_AS(ParseListen("listen", "host:http"), ConfigError);
 }
 
-}  // namespace
 TEST_CASE(
     "cleaner settings: bounds, relations and the cleaner's sweep options") {
   const Invocation def = ParseInvocation({});
@@ -602,33 +466,24 @@ TEST_CASE(
   CHECK(s.cleaner.batch_pause.count() == 0);
   CHECK(s.sweep.batch_size == 70);
   CHECK(s.cleaner.max_batches == s.sweep.max_batches);
-  // The cleaner's interval follows the shorter retention; none when both
-  // keep forever.
-  compaction::TopicInfo topic;
-  topic.retention = std::chrono::hours(24 * 7);
-  topic.tombstone_retention = std::chrono::seconds(4);
-  CHECK(s.CleanerIntervalFor(topic) == std::chrono::seconds(2));
-  topic.tombstone_retention = std::chrono::hours(24);
-  CHECK(s.CleanerIntervalFor(topic) == std::chrono::minutes(5));
-  topic.retention = std::chrono::milliseconds(0);
-  CHECK(s.CleanerIntervalFor(topic) == std::chrono::seconds(1));
-  topic.retention = compaction::kKeepForever;
-  topic.tombstone_retention = compaction::kKeepForever;
-  CHECK(s.CleanerIntervalFor(topic).count() == 0);
+}
+
+TEST_CASE("topic register takes a TTL up to the bound") {
+  CHECK(ParseTtl("headless-ttl", "36500d") == kMaxTtl);
+  CHECK_THROWS_WITH(
+      ParseTtl("headless-ttl", "1000000000d"),
+      Catch::Contains("'headless-ttl'") && Catch::Contains("36500d"));
 }
 
 TEST_CASE("topic register takes retentions as durations or keep") {
-  const Invocation inv =
-      ParseInvocation({"topic", "register", "t", "--retention", "0",
-                       "--tombstone-retention", "keep"});
-  CHECK(inv.retention == std::chrono::milliseconds(0));
-  CHECK(inv.tombstone_retention == compaction::kKeepForever);
-  CHECK(ParseInvocation({"topic", "register", "t", "--retention", "36500d"})
-            .retention == compaction::kMaxTtl);
+  CHECK(ParseRetention("retention", "0") == std::chrono::milliseconds(0));
+  CHECK(ParseRetention("tombstone-retention", "keep") ==
+        compaction::kKeepForever);
+  CHECK(ParseRetention("retention", "36500d") == compaction::kMaxTtl);
   for (const char* bad : {"-1s", "forever", "36501d", ""}) {
     INFO(bad);
-    CHECK_THAT(ErrorOf({"topic", "register", "t", "--retention", bad}),
-               Catch::Contains("'retention'"));
+    CHECK_THROWS_WITH(ParseRetention("retention", bad),
+                      Catch::Contains("'retention'"));
   }
 }
 
@@ -690,4 +545,5 @@ TEST_CASE("an unknown key in the file or a flag gets a suggestion") {
   CHECK(ErrorOf({"--zzzzzzzz", "5"}).find("did you mean") == std::string::npos);
 }
 
+}  // namespace
 }  // namespace compactiond

@@ -7,6 +7,11 @@
                     inactive consumer match what was produced and consumed;
                     compactiond runs as a login member of the janitor role,
                     which reads no message table.
+  consumer_lag_fails  a consumer lag query that fails (its function
+                    missing) leaves the rest of the statistics refresh
+                    standing: headless and log figures published, no
+                    refresh failure counted, one warning; the consumer
+                    series come back when it reads again.
   consumer_cli      consumer list [--json], consumer reset --to-start and
                     --to-end, consumer drop (refused to the app role, with
                     the owner named) and their usage errors.
@@ -182,7 +187,50 @@ def test_consumer_cli():
             psql(f"DROP ROLE IF EXISTS {name}", check_rc=False)
 
 
+def test_consumer_lag_fails():
+    schema = f"d_consumer_lag_{os.getpid()}"
+    setup_schema(ARGS.binary, schema)
+    daemon = None
+    fn = f'"{schema}".consumer_lag'
+    try:
+        r = run_cli(ARGS.binary, ["topic", "register", "t", "--schema", schema])
+        check(r.returncode == 0, f"topic register: {r.stderr}")
+        tid = int(scalar(f"SELECT id FROM \"{schema}\".topic WHERE name = 't'"))
+        position(schema, tid, "c")
+        produce(schema, tid, 4)
+        psql(f"ALTER FUNCTION {fn}(bigint) RENAME TO consumer_lag_gone")
+        daemon = Daemon(ARGS.binary, [
+            "run", "--schema", schema, "--listen", "127.0.0.1:0",
+            "--application-name", f"cd_consumer_lag_{os.getpid()}",
+            "--stats-interval", "500ms"], name="consumer").start()
+        daemon.wait_ready()
+        wait_for(lambda: (daemon.metric(
+            "compaction_stats_last_refresh_timestamp_seconds") or 0) > 0,
+            15, "a statistics refresh to succeed without the consumers")
+        check(daemon.metric("compaction_stats_refresh_failures_total") == 0,
+              "the refresh counted as failed")
+        check(daemon.metric("compaction_consumer_lag_messages", topic="t",
+                            consumer="c") is None, "a consumer series "
+              "appeared without a lag read")
+        wait_for(lambda: "consumer lag unreadable" in daemon.log_text(), 10,
+                 "the warning")
+        psql(f'ALTER FUNCTION "{schema}".consumer_lag_gone(bigint) '
+             "RENAME TO consumer_lag")
+        wait_for(lambda: daemon.metric("compaction_consumer_lag_messages",
+                                       topic="t", consumer="c") == 4,
+                 15, "the consumer series once the lag reads again")
+        check("consumer lag readable again" in daemon.log_text(),
+              "no recovery line")
+        check(daemon.log_text().count("consumer lag unreadable") == 1,
+              "warned more than once")
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        drop_schema(schema)
+
+
 TESTS = {"consumer_metrics": test_consumer_metrics,
+         "consumer_lag_fails": test_consumer_lag_fails,
          "consumer_cli": test_consumer_cli}
 
 

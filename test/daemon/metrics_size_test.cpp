@@ -41,11 +41,15 @@ std::string Render(MetricsDetail detail, int failing) {
     probe.SetHeadless(info.name, 123456, i % 2 == 0, 1234567ms);
     probe.SetLog(info.name, 9876543, 42, 1500ms);
     probe.SetInvalidTimestampRows(info.name, 0);
-    probe.SweepFinished(info.name, 1000, 0.042s, true);
-    probe.CleanFinished(info.name, 5000, 3, 0.25s, true);
-    if (i < failing) {
-      probe.SweepFailed(info.name, 0.01s);
-      probe.CleanFailed(info.name, 0.01s);
+    compaction::CompactResult swept;
+    swept.deleted = 1000;
+    probe.RunFinished(compactiond::Job::kSweep, info.name, swept, 0.042s);
+    compaction::CompactResult cleaned;
+    cleaned.deleted = 5000;
+    cleaned.tombstones_expired = 3;
+    probe.RunFinished(compactiond::Job::kClean, info.name, cleaned, 0.25s);
+    for (compactiond::Job job : compactiond::kJobs) {
+      if (i < failing) probe.RunFailed(job, info.name, 0.01s);
     }
   }
   std::string text;

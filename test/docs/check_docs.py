@@ -220,7 +220,8 @@ def check_commands(repo, binary):
         # not subcommands; 'run' (the default) would start the daemon.
         flags_with_value = {"--db", "--config", "--schema", "--listen",
                             "--headless-ttl", "--retention",
-                            "--tombstone-retention", "--role-prefix"}
+                            "--tombstone-retention", "--role-prefix",
+                            "--partitions"}
         command, skip = [], False
         for w in words[1:]:
             if skip:

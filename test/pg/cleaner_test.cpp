@@ -65,7 +65,7 @@ void CompactUntilIdle(Janitor& janitor, const std::string& topic,
                       int passes = 5) {
   for (int i = 0; i < passes; ++i) {
     const CompactResult r = janitor.CompactLog(topic);
-    if (r.deleted_messages == 0 && r.tombstones_expired == 0) return;
+    if (r.deleted == 0 && r.tombstones_expired == 0) return;
   }
 }
 
@@ -96,7 +96,7 @@ TEST_CASE("retention 0 removes every message but the heads") {
 
   Janitor janitor(db.client());
   const CompactResult r = janitor.CompactLog("r0");
-  CHECK(r.deleted_messages == 4);
+  CHECK(r.deleted == 4);
   CHECK(r.tombstones_expired == 0);
   CHECK_FALSE(r.skipped);
   CHECK_FALSE(r.stopped_at_limit);
@@ -115,7 +115,7 @@ TEST_CASE("retention 0 removes every message but the heads") {
   // Retention 0: the lag is the time since its last batch looked.
   CHECK(stats.cleaner_lag < 5s);
   // A second pass has nothing to do.
-  CHECK(janitor.CompactLog("r0").deleted_messages == 0);
+  CHECK(janitor.CompactLog("r0").deleted == 0);
 }
 
 TEST_CASE("kKeepForever and young messages stay") {
@@ -141,7 +141,7 @@ TEST_CASE("kKeepForever and young messages stay") {
   for (const char* name : {"forever", "young"}) {
     INFO(name);
     const CompactResult r = janitor.CompactLog(name);
-    CHECK(r.deleted_messages == 0);
+    CHECK(r.deleted == 0);
     CHECK(r.tombstones_expired == 0);
     CHECK(Count(db.raw(), db.MessageTable(name)) == 4);
   }
@@ -149,8 +149,7 @@ TEST_CASE("kKeepForever and young messages stay") {
   // The young topic's messages age out once the retention shrinks.
   young.Register(Immediate());
   const CompactResult r = janitor.CompactLog("young");
-  CHECK(r.deleted_messages ==
-        3);  // a's first version, the unkeyed, b's tombstone
+  CHECK(r.deleted == 3);  // a's first version, the unkeyed, b's tombstone
   CHECK(r.tombstones_expired == 1);
   CHECK(Count(db.raw(), db.MessageTable("young")) == 1);
 }
@@ -213,7 +212,7 @@ TEST_CASE(
   Janitor janitor(db.client());
   const CompactResult r = janitor.CompactLog("expire");
   CHECK(r.tombstones_expired == 2);
-  CHECK(r.deleted_messages == 3);
+  CHECK(r.deleted == 3);
   CHECK(Count(db.raw(), db.MessageTable("expire")) == 0);
   CHECK(Count(db.raw(), db.HeadTable("expire"), "head_id IS NULL") == 2);
   CHECK(topic.Stats().total_tombstones_expired == 2);
@@ -237,14 +236,14 @@ TEST_CASE("cleaner vs a producer advancing the same key, producer first") {
   // pass does not wait, keeps the committed head and never sees v3.
   auto pass = CompactAsync(janitor, "pf");
   REQUIRE(pass.wait_for(10s) == std::future_status::ready);
-  CHECK(pass.get().deleted_messages == 1);
+  CHECK(pass.get().deleted == 1);
   CHECK_FALSE(MessageExists(db, "pf", v1.id));
   CHECK(MessageExists(db, "pf", v2.id));
   tx.Commit();
   CHECK(MessageExists(db, "pf", v3.id));
   CHECK(topic.Key("a").CompactionHead()->id == v3.id);
   // Only now is v2 superseded, and the next pass removes it.
-  CHECK(janitor.CompactLog("pf").deleted_messages == 1);
+  CHECK(janitor.CompactLog("pf").deleted == 1);
   CHECK_FALSE(MessageExists(db, "pf", v2.id));
   CHECK(MessageExists(db, "pf", v3.id));
   CHECK(DanglingHeads(db, "pf") == 0);
@@ -267,12 +266,12 @@ TEST_CASE("cleaner vs a producer advancing the same key, cleaner first") {
   CHECK(v3.head_advanced);
   gate.Open();
   REQUIRE(pass.wait_for(10s) == std::future_status::ready);
-  CHECK(pass.get().deleted_messages == 1);
+  CHECK(pass.get().deleted == 1);
   CHECK_FALSE(MessageExists(db, "cf", v1.id));
   CHECK(MessageExists(db, "cf", v2.id));  // the head that pass saw
   CHECK(MessageExists(db, "cf", v3.id));  // committed after its snapshot
   CHECK(DanglingHeads(db, "cf") == 0);
-  CHECK(janitor.CompactLog("cf").deleted_messages == 1);
+  CHECK(janitor.CompactLog("cf").deleted == 1);
   CHECK_FALSE(MessageExists(db, "cf", v2.id));
   CHECK(topic.Key("a").CompactionHead()->id == v3.id);
 }
@@ -382,9 +381,9 @@ TEST_CASE(
   Tx late = db.client().Begin();
   const auto held = producer.ProduceInTx(late, Counter{1});
   for (int i = 0; i < 3; ++i) producer.Produce(Counter{i}, Compacted("a"));
-  CHECK(janitor.CompactLog("late").deleted_messages == 2);
-  CHECK(janitor.CompactLog("late").deleted_messages == 0);
-  CHECK(janitor.CompactLog("late").deleted_messages == 0);
+  CHECK(janitor.CompactLog("late").deleted == 2);
+  CHECK(janitor.CompactLog("late").deleted == 0);
+  CHECK(janitor.CompactLog("late").deleted == 0);
   // Passes walked beyond the held id, but their position is not final
   // while that transaction may still commit below it.
   const auto position = [&] {
@@ -395,7 +394,7 @@ TEST_CASE(
   CHECK(position() < held.id);
   late.Commit();
   CHECK(MessageExists(db, "late", held.id));
-  CHECK(janitor.CompactLog("late").deleted_messages == 1);
+  CHECK(janitor.CompactLog("late").deleted == 1);
   CHECK_FALSE(MessageExists(db, "late", held.id));
   CHECK(Count(db.raw(), db.MessageTable("late")) == 1);  // the head
 }
@@ -659,7 +658,7 @@ TEST_CASE("the cleaner has its own claim, separate from the sweep's") {
   const CompactResult r = janitor.CompactLog("claim");
   CHECK(r.skipped);
   CHECK(r.claimed_by == "replica-b");
-  CHECK(r.deleted_messages == 0);
+  CHECK(r.deleted == 0);
   CHECK(Count(db.raw(), db.MessageTable("claim")) == 1);
   // The headless sweep's claim is another row: it is not held.
   CHECK_FALSE(janitor.SweepHeadless("claim").skipped);
@@ -667,7 +666,7 @@ TEST_CASE("the cleaner has its own claim, separate from the sweep's") {
                      ".log_cleaner_state SET claimed_until = now() - "
                      "interval '1 second' WHERE topic_id = $1",
                  {id});
-  CHECK(janitor.CompactLog("claim").deleted_messages == 1);
+  CHECK(janitor.CompactLog("claim").deleted == 1);
 }
 
 TEST_CASE("Cancel stops a cleaner pass; its batch rolls back") {
@@ -686,9 +685,9 @@ TEST_CASE("Cancel stops a cleaner pass; its batch rolls back") {
   const CompactResult r = pass.get();
   gate.Open();
   CHECK(r.cancelled);
-  CHECK(r.deleted_messages == 0);
+  CHECK(r.deleted == 0);
   CHECK(Count(db.raw(), db.MessageTable("cancel")) == 5);
   CHECK(topic.Stats().cleaner.last_error == "cancelled");
   // The next pass does the work.
-  CHECK(janitor.CompactLog("cancel").deleted_messages == 5);
+  CHECK(janitor.CompactLog("cancel").deleted == 5);
 }

@@ -289,7 +289,7 @@ TEST_CASE(
   compaction::Janitor janitor(janitor_client);
   CHECK(janitor.SweepHeadless("early").deleted == 2);
   const compaction::CompactResult r = janitor.CompactLog("early");
-  CHECK(r.deleted_messages == 3);  // two old values and the tombstone
+  CHECK(r.deleted == 3);  // two old values and the tombstone
   CHECK(r.tombstones_expired == 1);
   // The pass recorded where it got to through the trigger's check. It turns
   // final in a later pass once every older transaction of the cluster has

@@ -205,7 +205,7 @@ TEST_CASE(
   auto janitor_client = f.ClientAs("janitor");
   compaction::Janitor janitor(janitor_client);
   const compaction::CompactResult r = janitor.CompactLog("log");
-  CHECK(r.deleted_messages == 2);
+  CHECK(r.deleted == 2);
   CHECK(r.tombstones_expired == 1);
   CHECK(topic.Key("k").CompactionHead()->message.value == 2);
   // The monitor role sees the cleaner's figures.

@@ -119,7 +119,7 @@ TEST_CASE("planted timestamps blind neither the stats nor the cleaner") {
   Janitor janitor(db.client());
   std::int64_t deleted = 0;
   for (int i = 0; i < 4; ++i) {
-    deleted += janitor.CompactLog("bad").deleted_messages;
+    deleted += janitor.CompactLog("bad").deleted;
   }
   CHECK(deleted == 5);
   CHECK(db.raw().Int("SELECT count(*) FROM " + message) == 3);
@@ -161,12 +161,12 @@ TEST_CASE("the cleaner lag follows a backlog walked in small batches") {
     const double truth = TrueLagSeconds(db, "lag");
     const double lag = Seconds(topic.Stats().cleaner_lag);
     INFO("pass " << pass << " truth " << truth << " s, reported " << lag
-                 << ", deleted " << r.deleted_messages << ", skipped "
-                 << r.skipped << ", " << r.claimed_by);
+                 << ", deleted " << r.deleted << ", skipped " << r.skipped
+                 << ", " << r.claimed_by);
     CHECK(lag >= truth - 2);
     CHECK(lag <= truth + 2);
     if (truth > 60) ++checked;
-    if (r.deleted_messages == 0 && !r.stopped_at_limit) break;
+    if (r.deleted == 0 && !r.stopped_at_limit) break;
   }
   CHECK(checked >= 10);
   CHECK(TrueLagSeconds(db, "lag") == 0);

@@ -103,7 +103,8 @@ class COMPACTION_EXPORT Client {
   const ClientOptions& options() const;
 
  private:
-  friend class Janitor;  // shares the pool
+  friend class Janitor;    // shares the pool
+  friend class TopicTail;  // likewise
 
   explicit Client(std::shared_ptr<detail::ClientCore> core);
   const std::shared_ptr<detail::ClientCore>& core() const { return core_; }

@@ -10,6 +10,7 @@
 #include "compaction/options.hpp"
 #include "compaction/producer.hpp"
 #include "compaction/stats.hpp"
+#include "compaction/tail.hpp"
 #include "compaction/topic.hpp"
 #include "compaction/topic_events.hpp"
 #include "compaction/tx.hpp"

@@ -86,19 +86,12 @@ struct SweepResult {
   bool lost_claim = false;
 };
 
-// What one CompactLog pass did. The claim fields mean what SweepResult's do.
-struct CompactResult {
-  // Messages removed: superseded or lost versions, unkeyed and
-  // non-compacted messages past the topic's retention, expired tombstones.
-  std::int64_t deleted_messages = 0;
-  // Keys whose tombstone head expired: their rows turned headless.
+// What one CompactLog pass did: a sweep's figures, `deleted` counting the
+// messages removed (superseded or lost versions, unkeyed and non-compacted
+// messages past the topic's retention, expired tombstones), and the keys
+// whose tombstone head expired (their rows turned headless).
+struct CompactResult : SweepResult {
   std::int64_t tombstones_expired = 0;
-  int batches = 0;
-  bool stopped_at_limit = false;
-  bool skipped = false;
-  std::string claimed_by;
-  bool cancelled = false;
-  bool lost_claim = false;
 };
 
 class COMPACTION_EXPORT Janitor {

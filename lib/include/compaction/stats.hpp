@@ -99,6 +99,10 @@ struct TopicStats {
   std::int64_t total_tombstones_expired = 0;  // by every pass
   // The topic's consumers, by name (ListTopicStats only).
   std::vector<ConsumerLag> consumers;
+  // Why `consumers` could not be read (ListTopicStats only; empty when they
+  // were): the one lag query for every topic failed (past the statement
+  // timeout, no privilege). The other figures stand.
+  std::string consumers_error;
 };
 
 struct TopicOverview {

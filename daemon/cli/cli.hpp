@@ -1,8 +1,6 @@
-// The command line: parses options, then runs one subcommand.
-//
-//   run (default) | sweep --once | stats [--json] | schema install |
-//   topic register NAME... [--headless-ttl D] | topic list [--json]
-//   --check-config | --print-config | --help | --version
+// The command line: parses options, then runs one subcommand of the
+// command table (cli/table.hpp; --help lists them), or answers
+// --check-config, --print-config, --help or --version.
 //
 // Exit codes: 0 success; 1 runtime failure (database unreachable for a
 // one-shot command, a topic's sweep failed, the listen address is taken);

@@ -1,0 +1,265 @@
+// The settings' parsers: text to a value within its bounds, or a
+// ConfigError naming the key; and the checks between settings.
+#include <limits>
+
+#include "daemon/config_parse.hpp"
+#include "daemon/conninfo.hpp"
+#include "daemon/duration.hpp"
+
+namespace compactiond::detail {
+
+[[noreturn]] void Invalid(const std::string& key, const std::string& value,
+                          const std::string& why) {
+  if (IsSecretKey(key)) {
+    throw ConfigError("invalid value for key '" + key + "': " + why);
+  }
+  throw ConfigError("invalid value '" + value + "' for key '" + key +
+                    "': " + why);
+}
+
+std::int64_t ToInt64(const std::string& key, const std::string& v,
+                     std::int64_t lo, std::int64_t hi) {
+  size_t used = 0;
+  long long n = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    Invalid(key, v, "expected an integer");
+  }
+  if (used != v.size()) Invalid(key, v, "expected an integer");
+  if (n < lo || n > hi) {
+    Invalid(
+        key, v,
+        "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  }
+  return n;
+}
+
+int ToInt(const std::string& key, const std::string& v, int lo, int hi) {
+  return static_cast<int>(ToInt64(key, v, lo, hi));
+}
+
+// A positive duration of at most `max`; `about` reads the bound to a person.
+Millis ToDuration(const std::string& key, const std::string& v, Millis max,
+                  const char* about) {
+  const std::string bound =
+      "at most " + FormatDuration(max) + " (" + about + ")";
+  auto d = ParseDuration(v);
+  // ParseDuration also refuses a number too large for 64-bit milliseconds.
+  if (!d) {
+    Invalid(key, v, "expected a duration such as 500ms, 30s, 5m, 1h, " + bound);
+  }
+  if (d->count() <= 0) Invalid(key, v, "must be positive");
+  if (*d > max) Invalid(key, v, "must be " + bound);
+  return *d;
+}
+
+Millis ToTtl(const std::string& key, const std::string& v) {
+  return ToDuration(key, v, kMaxTtl, "about 100 years");
+}
+
+// A topic's retention: "keep" (kKeepForever) or 0..kMaxTtl.
+Millis ToRetention(const std::string& key, const std::string& v) {
+  if (v == "keep") return compaction::kKeepForever;
+  auto d = ParseDuration(v);
+  if (!d) {
+    Invalid(key, v, "expected a duration such as 0, 10s, 7d, or 'keep'");
+  }
+  if (*d > kMaxTtl)
+    Invalid(key, v, "must be at most " + FormatDuration(kMaxTtl));
+  return *d;
+}
+
+Millis ToTimer(const std::string& key, const std::string& v) {
+  return ToDuration(key, v, kMaxTimer, "one year");
+}
+
+// A pause: 0 turns it off; its bound is CheckSweepPacing's.
+Millis ToPause(const std::string& key, const std::string& v) {
+  auto d = ParseDuration(v);
+  if (!d) Invalid(key, v, "expected a duration such as 0, 10ms, 1s");
+  return *d;
+}
+
+// PostgreSQL takes statement_timeout up to INT_MAX milliseconds.
+Millis ToServerTimeout(const std::string& key, const std::string& v) {
+  static_assert(kMaxServerTimeout.count() == std::numeric_limits<int>::max());
+  return ToDuration(key, v, kMaxServerTimeout, "about 24 days");
+}
+
+double ToNumber(const std::string& key, const std::string& v) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    Invalid(key, v, "expected a number");
+  }
+  if (used != v.size()) Invalid(key, v, "expected a number");
+  return x;
+}
+
+double ToFraction(const std::string& key, const std::string& v) {
+  const double x = ToNumber(key, v);
+  if (!(x >= 0.0 && x <= 0.5)) Invalid(key, v, "must be between 0 and 0.5");
+  return x;
+}
+
+void CheckIdentifier(const std::string& key, const std::string& v) {
+  if (v.empty() || v.size() > 63) Invalid(key, v, "must be 1..63 characters");
+  for (char c : v) {
+    if (static_cast<unsigned char>(c) < 0x20) {
+      Invalid(key, v, "must not contain control characters");
+    }
+  }
+}
+
+// Any text (owner: empty means host:pid).
+std::string ToText(const std::string&, const std::string& v) { return v; }
+
+// A libpq conninfo or URI that libpq parses. libpq's message points at the
+// syntax; the value may hold a password, so Invalid() never quotes it.
+std::string ToConninfo(const std::string& key, const std::string& v) {
+  try {
+    ConninfoParams(v);
+  } catch (const std::invalid_argument& e) {
+    Invalid(key, v, e.what());
+  }
+  return v;
+}
+
+std::string ToIdentifier(const std::string& key, const std::string& v) {
+  CheckIdentifier(key, v);
+  return v;
+}
+
+std::string ToSchema(const std::string& key, const std::string& v) {
+  CheckIdentifier(key, v);
+  // The library's SQL templates name their placeholders in braces; a
+  // schema called "{id}" was once rendered into another schema's name.
+  if (v.find_first_of("{}") != std::string::npos) {
+    Invalid(key, v, "must not contain '{' or '}'");
+  }
+  return v;
+}
+
+bool ToBool(const std::string& key, const std::string& v) {
+  if (v == "true") return true;
+  if (v == "false") return false;
+  Invalid(key, v, "expected true or false");
+}
+
+LogLevel ToLogLevel(const std::string& key, const std::string& v) {
+  auto level = ParseLogLevel(v);
+  if (!level) Invalid(key, v, "expected debug, info, warn or error");
+  return *level;
+}
+
+MetricsDetail ToMetricsDetail(const std::string& key, const std::string& v) {
+  if (v == "basic") return MetricsDetail::kBasic;
+  if (v == "detail") return MetricsDetail::kDetail;
+  Invalid(key, v, "expected basic or detail");
+}
+
+std::string ToListen(const std::string& key, const std::string& v) {
+  ParseListen(key, v);
+  return v;
+}
+
+void CheckRelations(const Settings& s, const Values& effective) {
+  if (s.max_interval < s.min_interval) {
+    Invalid("max-interval", effective.at("max-interval"),
+            "must not be shorter than min-interval (" +
+                effective.at("min-interval") + ")");
+  }
+  if (s.reconnect_max < s.reconnect_min) {
+    Invalid("reconnect-max", effective.at("reconnect-max"),
+            "must not be shorter than reconnect-min (" +
+                effective.at("reconnect-min") + ")");
+  }
+  if (s.claim_ttl < s.statement_timeout) {
+    // A claim shorter than one batch could lapse while the batch still runs.
+    Invalid("claim-ttl", effective.at("claim-ttl"),
+            "must not be shorter than statement-timeout (" +
+                effective.at("statement-timeout") + ")");
+  }
+  if (s.cleaner_max_interval < s.cleaner_min_interval) {
+    Invalid("cleaner-max-interval", effective.at("cleaner-max-interval"),
+            "must not be shorter than cleaner-min-interval (" +
+                effective.at("cleaner-min-interval") + ")");
+  }
+}
+
+// The library's rules for SweepOptions' pacing (batch_pause, duty_cycle and
+// claim_ttl, which the sweep and the cleaner share), applied to both jobs'
+// keys so an error names the key the operator wrote. One copy of the rules
+// on this side; it is to become a call of the library's own validation.
+void CheckSweepPacing(const Settings& s, const Values& effective) {
+  struct Job {
+    const char* pause_key;
+    Millis pause;
+    const char* duty_key;
+    double duty;
+  };
+  for (const Job& job :
+       {Job{"batch-pause", s.batch_pause, "duty-cycle", s.duty_cycle},
+        Job{"cleaner-batch-pause", s.cleaner_batch_pause, "cleaner-duty-cycle",
+            s.cleaner_duty_cycle}}) {
+    if (job.pause > kMaxBatchPause) {
+      Invalid(job.pause_key, effective.at(job.pause_key),
+              "must be at most " + FormatDuration(kMaxBatchPause));
+    }
+    // A claim must outlast the pause it covers.
+    if (job.pause.count() > 0 && job.pause >= s.claim_ttl) {
+      Invalid(
+          job.pause_key, effective.at(job.pause_key),
+          "must be shorter than claim-ttl (" + effective.at("claim-ttl") + ")");
+    }
+    if (!(job.duty > 0.0 && job.duty <= 1.0)) {
+      Invalid(job.duty_key, effective.at(job.duty_key),
+              "must be above 0 and at most 1");
+    }
+  }
+}
+
+}  // namespace compactiond::detail
+
+namespace compactiond {
+
+Millis ParseTtl(const std::string& key, const std::string& text) {
+  return detail::ToTtl(key, text);
+}
+
+Millis ParseRetention(const std::string& key, const std::string& text) {
+  return detail::ToRetention(key, text);
+}
+
+int ParseCount(const std::string& key, const std::string& text, int max) {
+  return detail::ToInt(key, text, 1, max);
+}
+
+std::pair<std::string, unsigned short> ParseListen(const std::string& key,
+                                                   const std::string& value) {
+  std::string host;
+  std::string port;
+  if (!value.empty() && value.front() == '[') {
+    size_t close = value.find(']');
+    if (close == std::string::npos || close + 1 >= value.size() ||
+        value[close + 1] != ':') {
+      detail::Invalid(key, value, "expected HOST:PORT or [IPV6]:PORT");
+    }
+    host = value.substr(1, close - 1);
+    port = value.substr(close + 2);
+  } else {
+    size_t colon = value.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      detail::Invalid(key, value, "expected HOST:PORT or [IPV6]:PORT");
+    }
+    host = value.substr(0, colon);
+    port = value.substr(colon + 1);
+  }
+  int p = detail::ToInt(key, port, 0, 65535);
+  return {host, static_cast<unsigned short>(p)};
+}
+
+}  // namespace compactiond
