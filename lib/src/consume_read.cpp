@@ -87,6 +87,9 @@ std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
          "SELECT (SELECT s::text FROM w), b.id, b.message_key, "
          "b.schema_version, b.compaction_rank, " +
          Micros("b.created_at") + ", b.payload::text, b.xid::text, " +
+         // Only a keyed compacted message can be a head: no lookup for the
+         // others.
+         "b.compaction_rank IS NOT NULL AND b.message_key IS NOT NULL AND " +
          IsHeadSql(core, topic_id, "b") +
          " FROM (SELECT) one LEFT JOIN LATERAL (SELECT u.* FROM (("
          "SELECT " +
