@@ -7,6 +7,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -79,6 +80,7 @@ struct MetricsProbe::Impl {
     RunSeries cleaner;
     GaugePart invalid_rows;
     ConsumerMap consumers;
+    double hold_after = std::numeric_limits<double>::infinity();
   };
 
   Impl(const std::string& version, MetricsDetail per_topic)
@@ -306,6 +308,8 @@ void MetricsProbe::AddTopic(const compaction::TopicInfo& info) {
     impl_->topics.Set(static_cast<double>(impl_->series.size()));
   }
   s->ttl->Set(std::chrono::duration<double>(info.headless_ttl).count());
+  s->hold_after = std::min(RetentionSeconds(info.retention),
+                           RetentionSeconds(info.tombstone_retention));
   if (s->retention != nullptr) {
     s->retention->Set(RetentionSeconds(info.retention));
     s->tombstone_retention->Set(RetentionSeconds(info.tombstone_retention));
@@ -388,7 +392,7 @@ void MetricsProbe::SetConsumers(
   Impl::TopicSeries* s = impl_->Find(topic);
   if (s == nullptr) return;
   metrics_internal::SetConsumers(impl_->consumers, s->consumers, topic,
-                                 consumers);
+                                 consumers, s->hold_after);
 }
 
 void MetricsProbe::SetLog(const std::string& topic, std::int64_t messages,
