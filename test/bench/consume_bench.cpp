@@ -11,7 +11,7 @@
 //
 //   consume_bench [--only pgq,poll,produce,wait] [--rounds N] [--messages N]
 //                 [--big N] [--catchup-batches N] [--tail-seconds S]
-//                 [--seconds S] [--threads N] [--wakes N]
+//                 [--seconds S] [--cells N] [--threads N] [--wakes N]
 //
 // Connects through the PG* environment; needs the pgq extension for "pgq".
 // Run it through test/bench/consume_bench.sh, which starts a throwaway
@@ -65,7 +65,8 @@ struct Options {
   long big = 10000000;     // poll: log size
   int catchup_batches = 2000;
   double tail_seconds = 15;
-  double seconds = 5;  // produce cells
+  double seconds = 1;  // produce cells
+  int cells = 20;      // produce cells per variant, alternated
   int threads = 2;
   int wakes = 100;
 };
@@ -133,8 +134,10 @@ Dist Of(std::vector<double> v) {
   return d;
 }
 double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 std::string F(double v, int prec = 2) {
   std::ostringstream s;
@@ -438,17 +441,20 @@ class Bench {
               << " s cells alternated:\n\n| round | with /s | without /s | "
                  "throughput with / without |\n|---|---|---|---|\n";
     std::vector<double> rt;
-    for (int r = 0; r < o_.rounds; ++r) {
+    double total[2] = {0, 0};
+    for (int r = 0; r < o_.cells; ++r) {
       double rate[2];
       for (int leg = 0; leg < 2; ++leg) {
         const int v = (leg + r) % 2;
         rate[v] = ProduceRate(v == 0 ? "with_cols" : "without_cols");
+        total[v] += rate[v];
       }
       rt.push_back(rate[0] / rate[1]);
       std::cout << "| " << r + 1 << " | " << F(rate[0], 0) << " | "
                 << F(rate[1], 0) << " | " << F(rt.back()) << " |\n";
     }
-    std::cout << "\nmedian throughput with / without: **" << F(Median(rt))
+    std::cout << "\nthroughput with / without: median of cell pairs **"
+              << F(Median(rt)) << "**, of the sums **" << F(total[0] / total[1])
               << "**\n";
   }
 
@@ -464,8 +470,9 @@ class Bench {
           client_.Topic<Counter>("idle_" + std::to_string(parts)).Consumer("c");
       client_.InTransaction([&](Tx& tx) { idle.Poll(tx); });
     }
-    std::cout << "| partitions | probe (Wait(0) on a caught-up consumer) "
-                 "mean | p99 | wake-up p50 | p99 | max | wakes |\n"
+    std::cout << "| partitions | Wait(0) on a caught-up consumer (a first "
+                 "probe: the log, then every position) mean | p99 | wake-up "
+                 "p50 | p99 | max | wakes |\n"
                  "|---|---|---|---|---|---|---|\n";
     for (int parts : {1, 1024}) {
       auto idle =
@@ -489,8 +496,9 @@ class Bench {
                  "waiter, 1 partition | ratio | waiter, 1024 partitions | "
                  "ratio |\n|---|---|---|---|---|---|\n";
     Register("with_cols");  // a no-op when (c) ran
-    std::vector<double> r1, r1024, waiter_cpu[2];
-    for (int r = 0; r < o_.rounds; ++r) {
+    std::vector<double> r1, r1024;
+    double waiter_cpu[2] = {0, 0}, waiter_s[2] = {0, 0}, total[3] = {0, 0, 0};
+    for (int r = 0; r < o_.cells; ++r) {
       double rate[3];
       for (int leg = 0; leg < 3; ++leg) {
         const int v = (leg + r) % 3;
@@ -511,15 +519,16 @@ class Bench {
             const std::string p = admin_.Value(
                 "SELECT pid FROM pg_stat_activity WHERE query LIKE "
                 "'/* compaction:Wait%' AND strpos(query, $1) > 0",
-                {Msg(TopicId(idle))});
+                {".message_" + std::to_string(TopicId(idle)) + " m"});
             if (!p.empty()) pid = std::stoi(p);
           }
           if (pid != 0) cpu = BackendCpu(pid);
         }
         rate[v] = ProduceRate("with_cols");
+        total[v] += rate[v];
         if (pid != 0) {
-          waiter_cpu[v - 1].push_back((BackendCpu(pid) - cpu) /
-                                      (Ms(Clock::now() - t0) / 1000));
+          waiter_cpu[v - 1] += BackendCpu(pid) - cpu;
+          waiter_s[v - 1] += Ms(Clock::now() - t0) / 1000;
         }
         stop = true;
         if (waiter.joinable()) waiter.join();
@@ -530,12 +539,14 @@ class Bench {
                 << F(rate[1], 0) << " | " << F(r1.back()) << " | "
                 << F(rate[2], 0) << " | " << F(r1024.back()) << " |\n";
     }
-    std::cout << "\nmedian with waiter / without: 1 partition **"
-              << F(Median(r1)) << "**, 1024 partitions **" << F(Median(r1024))
-              << "**; the idle waiter's backend used "
-              << F(100 * Median(waiter_cpu[0])) << " % (1 partition) and "
-              << F(100 * Median(waiter_cpu[1]))
-              << " % (1024 partitions) of one core (median over rounds)\n";
+    std::cout << "\nwith waiter / without: 1 partition, median of cells **"
+              << F(Median(r1)) << "**, of the sums **" << F(total[1] / total[0])
+              << "**; 1024 partitions **" << F(Median(r1024)) << "**, **"
+              << F(total[2] / total[0]) << "**. The idle waiter's backend used "
+              << F(100 * waiter_cpu[0] / std::max(waiter_s[0], 1e-9))
+              << " % (1 partition) and "
+              << F(100 * waiter_cpu[1] / std::max(waiter_s[1], 1e-9))
+              << " % (1024 partitions) of one core over its cells\n";
   }
 
   // The time from a produce's commit returning to a waiting consumer's Wait
@@ -720,6 +731,8 @@ int main(int argc, char** argv) {
       o.catchup_batches = std::stoi(next());
     } else if (a == "--tail-seconds") {
       o.tail_seconds = std::stod(next());
+    } else if (a == "--cells") {
+      o.cells = std::stoi(next());
     } else if (a == "--seconds") {
       o.seconds = std::stod(next());
     } else if (a == "--threads") {
