@@ -67,7 +67,7 @@ bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
   const std::string lock = LockSql(core, topic);
   const pg::Params params = pg::Params().Add(topic.id).Add(consumer);
   pg::Result r = pg::Exec(s, kPollOp, lock, params);
-  if (PQntuples(r.get()) == 0) {
+  if (r.rows() == 0) {
     // Nothing free: every position is held, or none exists yet. Asked
     // first because an insert would wait on a held row (its holder's
     // update is uncommitted) instead of skipping it.
@@ -77,7 +77,7 @@ bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
                      " p WHERE p.topic_id = $1::bigint AND p.consumer = "
                      "$2::text)",
                  params);
-    if (pg::Bool(exists.get(), 0, 0)) return false;
+    if (pg::Bool(exists, 0, 0)) return false;
     // One that meets another instance's uncommitted insert waits for it,
     // then skips its rows.
     pg::Result made = pg::Exec(
@@ -93,11 +93,11 @@ bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
             .Add(consumer)
             .Add(std::string(kStartSnapshot))
             .Add(topic.partitions));
-    if (PQntuples(made.get()) == 0) return false;
+    if (made.rows() == 0) return false;
     r = pg::Exec(s, kPollOp, lock, params);
-    if (PQntuples(r.get()) == 0) return false;
+    if (r.rows() == 0) return false;
   }
-  const PGresult* row = r.get();
+  const pg::Result& row = r;
   partition = static_cast<int>(pg::Int64(row, 0, 0));
   position.done = std::string(pg::Text(row, 0, 1));
   if (!pg::IsNull(row, 0, 2)) position.read = std::string(pg::Text(row, 0, 2));
@@ -127,7 +127,7 @@ std::string LogMarkColumns(const std::string& message,
          "l.mode = 'RowExclusiveLock')";
 }
 
-LogMark ReadMark(const PGresult* r, int col) {
+LogMark ReadMark(const pg::Result& r, int col) {
   LogMark mark;
   mark.max_id = pg::Int64(r, 0, col);
   if (pg::IsNull(r, 0, col + 1)) return mark;
@@ -147,7 +147,7 @@ LogMark ProbeLog(ClientCore& core, pg::Session s, const TopicInfo& t) {
       s, "Wait",
       "/* compaction:Wait:log */ SELECT " + LogMarkColumns(message, "$1::text"),
       pg::Params().Add(message));
-  return ReadMark(r.get(), 0);
+  return ReadMark(r, 0);
 }
 
 // Whether a Poll of the consumer may find something: a look at every
@@ -168,8 +168,8 @@ bool ProbePositions(ClientCore& core, pg::Session s, const TopicInfo& t,
           HasNewSql(message) + ") ELSE EXISTS (SELECT 1 FROM " + message +
           ") END, " + LogMarkColumns(message, "$3::text"),
       pg::Params().Add(t.id).Add(consumer).Add(message));
-  mark = ReadMark(r.get(), 1);
-  return pg::Bool(r.get(), 0, 0);
+  mark = ReadMark(r, 1);
+  return pg::Bool(r, 0, 0);
 }
 
 }  // namespace
