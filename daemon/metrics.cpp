@@ -7,6 +7,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <map>
@@ -221,6 +222,7 @@ struct MetricsProbe::Impl {
     GaugePart invalid_rows;
     std::array<RunSeries, kJobs.size()> runs;
     ConsumerMap consumers;
+    double hold_after = std::numeric_limits<double>::infinity();
   };
 
   Impl(const std::string& version, MetricsDetail per_topic)
@@ -297,6 +299,8 @@ void MetricsProbe::AddTopic(const compaction::TopicInfo& info) {
     impl_->process.topics.Set(static_cast<double>(impl_->series.size()));
   }
   s->ttl->Set(std::chrono::duration<double>(info.headless_ttl).count());
+  s->hold_after = std::min(RetentionSeconds(info.retention),
+                           RetentionSeconds(info.tombstone_retention));
   if (s->retention != nullptr) {
     s->retention->Set(RetentionSeconds(info.retention));
     s->tombstone_retention->Set(RetentionSeconds(info.tombstone_retention));
@@ -382,7 +386,7 @@ void MetricsProbe::SetConsumers(
   Impl::TopicSeries* s = impl_->Find(topic);
   if (s == nullptr) return;
   metrics_internal::SetConsumers(impl_->consumers, s->consumers, topic,
-                                 consumers);
+                                 consumers, s->hold_after);
 }
 
 void MetricsProbe::SetLog(const std::string& topic, std::int64_t messages,

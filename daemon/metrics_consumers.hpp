@@ -20,6 +20,7 @@ struct ConsumerFamilies {
   prometheus::Family<prometheus::Gauge>& lag_seconds;
   prometheus::Family<prometheus::Gauge>& last_poll;
   prometheus::Family<prometheus::Gauge>& inactive;
+  prometheus::Family<prometheus::Gauge>& holding_back;
 
   explicit ConsumerFamilies(prometheus::Registry& r)
       : lag_messages(
@@ -46,7 +47,17 @@ struct ConsumerFamilies {
                      .Help("1 when the consumer's last Poll is older than "
                            "the topic's consumer_inactive_after (it no "
                            "longer holds back the log cleaner), else 0.")
-                     .Register(r)) {}
+                     .Register(r)),
+        holding_back(
+            prometheus::BuildGauge()
+                .Name("compaction_consumer_holding_back")
+                .Help("1 when the consumer is active and the oldest message "
+                      "it has not consumed is older than the topic's "
+                      "shorter retention (retention or tombstone_retention): "
+                      "the log cleaner keeps tombstones and unkeyed or "
+                      "uncompacted messages past their retention until it "
+                      "consumes them; else 0.")
+                .Register(r)) {}
 };
 
 struct ConsumerSeries {
@@ -54,21 +65,27 @@ struct ConsumerSeries {
   prometheus::Gauge* lag_seconds;
   prometheus::Gauge* last_poll;
   prometheus::Gauge* inactive;
+  prometheus::Gauge* holding_back;
 
   void Remove(ConsumerFamilies& f) const {
     f.lag_messages.Remove(lag_messages);
     f.lag_seconds.Remove(lag_seconds);
     f.last_poll.Remove(last_poll);
     f.inactive.Remove(inactive);
+    f.holding_back.Remove(holding_back);
   }
 };
 
 // A topic's consumers: series appear with a consumer and go with it.
 using ConsumerMap = std::map<std::string, ConsumerSeries>;
 
+// `hold_after`: the topic's shorter retention in seconds (+Inf when it keeps
+// its log forever); a consumer lagging more keeps the cleaner from expiring
+// what it has not consumed.
 inline void SetConsumers(ConsumerFamilies& f, ConsumerMap& series,
                          const std::string& topic,
-                         const std::vector<compaction::ConsumerLag>& now) {
+                         const std::vector<compaction::ConsumerLag>& now,
+                         double hold_after) {
   ConsumerMap next;
   for (const compaction::ConsumerLag& c : now) {
     auto it = series.find(c.consumer);
@@ -81,7 +98,7 @@ inline void SetConsumers(ConsumerFamilies& f, ConsumerMap& series,
                                       {"consumer", c.consumer}};
       s = ConsumerSeries{&f.lag_messages.Add(labels),
                          &f.lag_seconds.Add(labels), &f.last_poll.Add(labels),
-                         &f.inactive.Add(labels)};
+                         &f.inactive.Add(labels), &f.holding_back.Add(labels)};
     }
     s.lag_messages->Set(static_cast<double>(c.lag_messages));
     s.lag_seconds->Set(std::chrono::duration<double>(c.lag).count());
@@ -90,6 +107,8 @@ inline void SetConsumers(ConsumerFamilies& f, ConsumerMap& series,
                                           .count()
                                     : 0);
     s.inactive->Set(c.inactive ? 1 : 0);
+    const double lag = std::chrono::duration<double>(c.lag).count();
+    s.holding_back->Set(!c.inactive && lag > hold_after ? 1 : 0);
     next.emplace(c.consumer, s);
   }
   for (const auto& [name, s] : series) s.Remove(f);

@@ -46,6 +46,9 @@
 // partition at once.
 #include "consume_read.hpp"
 
+#include <string>
+#include <utility>
+
 #include "rows.hpp"
 
 namespace compaction::detail {
@@ -67,8 +70,9 @@ std::string IsHeadSql(const ClientCore& core, std::int64_t topic_id,
 }
 
 // $1 partition, $2 D, $3 W (NULL: this statement's snapshot), $4/$5 the
-// cursor (xid, id), $6 the most rows. The first column of the one row that
-// is always returned is W; a row without a message means none was found.
+// cursor (xid, id), $6 the most rows, $7/$8 where the range scan starts
+// (RangeStart). The first column of the one row that is always returned is
+// W; a row without a message means none was found.
 std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
                     bool heads_only) {
   const std::string message = core.MessageTable(topic_id);
@@ -83,14 +87,17 @@ std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
          "SELECT (SELECT s::text FROM w), b.id, b.message_key, "
          "b.schema_version, b.compaction_rank, " +
          Micros("b.created_at") + ", b.payload::text, b.xid::text, " +
+         // Only a keyed compacted message can be a head: no lookup for the
+         // others.
+         "b.compaction_rank IS NOT NULL AND b.message_key IS NOT NULL AND " +
          IsHeadSql(core, topic_id, "b") +
          " FROM (SELECT) one LEFT JOIN LATERAL (SELECT u.* FROM (("
          "SELECT " +
          Columns("m") + " FROM " + message +
          " m WHERE m.partition = $1::integer "
-         "AND m.xid >= pg_catalog.pg_snapshot_xmax(" +
-         d + ") AND m.xid < pg_catalog.pg_snapshot_xmax(" + w + ") AND " +
-         after + " AND pg_catalog.pg_visible_in_snapshot(m.xid, " + w + ")" +
+         "AND (m.xid, m.id) > ($7::xid8, $8::bigint) "
+         "AND m.xid < pg_catalog.pg_snapshot_xmax(" +
+         w + ") AND pg_catalog.pg_visible_in_snapshot(m.xid, " + w + ")" +
          heads +
          " ORDER BY m.xid, m.id LIMIT $6::bigint) UNION ALL (SELECT l.* FROM "
          "pg_catalog.pg_snapshot_xip(" +
@@ -111,10 +118,28 @@ struct Window {
   std::optional<std::string> last_xid;
 };
 
+// Where the range scan of xids from xmax(D) starts: after the cursor, or
+// at xmax(D) when the cursor lies below it (none yet, or a message of D's
+// in-progress list). One bound, as the index scan's start key: given both
+// `xid >= xmax(D)` and `(xid, id) > cursor`, PostgreSQL may start the scan
+// at the row comparison and walk the partition's whole index from its
+// beginning (every tail Poll read the whole log). Ids start at 1, so
+// (xid, id) > (xmax(D), 0) means xid >= xmax(D).
+std::pair<std::string, std::int64_t> RangeStart(const Position& at) {
+  const std::string& d = at.done;  // "xmin:xmax:xip,..."
+  const size_t from = d.find(':') + 1;
+  const std::string xmax = d.substr(from, d.find(':', from) - from);
+  if (at.cursor_xid && std::stoull(*at.cursor_xid) >= std::stoull(xmax)) {
+    return {*at.cursor_xid, at.cursor_id.value_or(0)};
+  }
+  return {xmax, 0};
+}
+
 Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
                   int partition, bool heads_only, int limit,
                   const Position& at) {
   constexpr const char* kOp = "Poll";
+  const std::pair<std::string, std::int64_t> start = RangeStart(at);
   pg::Result r = pg::Exec(s, kOp, ReadSql(core, topic_id, heads_only),
                           pg::Params()
                               .Add(partition)
@@ -122,7 +147,9 @@ Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
                               .Add(at.read)
                               .Add(at.cursor_xid.value_or("0"))
                               .Add(at.cursor_id.value_or(0))
-                              .Add(limit));
+                              .Add(limit)
+                              .Add(start.first)
+                              .Add(start.second));
   Window out;
   out.snapshot = std::string(pg::Text(r, 0, 0));
   const int n = r.rows();

@@ -4,7 +4,9 @@
   consumer_test.py --binary PATH --repo ROOT TEST
 
   consumer_metrics  compaction_consumer_* of an up-to-date, a lagging and an
-                    inactive consumer match what was produced and consumed;
+                    inactive consumer match what was produced and consumed
+                    (the lagging one holds tombstones back, the inactive
+                    one no longer does);
                     compactiond runs as a login member of the janitor role,
                     which reads no message table.
   consumer_lag_fails  a consumer lag query that fails (its function
@@ -68,6 +70,10 @@ def test_consumer_metrics():
         r = run_cli(ARGS.binary, ["topic", "register", "t", "--schema", schema])
         check(r.returncode == 0, f"topic register: {r.stderr}")
         tid = int(scalar(f"SELECT id FROM \"{schema}\".topic WHERE name = 't'"))
+        # Tombstones are kept 5 minutes: "late" (10 minutes behind) holds
+        # them back, "idle" (inactive) no longer does.
+        psql(f"""UPDATE "{schema}".topic SET tombstone_retention_ms = 300000
+                 WHERE id = {tid}""")
         # "idle" consumed nothing and last polled 8 days ago (the default
         # consumer_inactive_after is 7 days).
         position(schema, tid, "idle", "now() - interval '8 days'")
@@ -92,14 +98,17 @@ def test_consumer_metrics():
 
         wait_for(lambda: m("compaction_consumer_lag_messages", "late")
                  is not None, 15, "consumer metrics")
-        want = {"done": (0, 0, 0), "late": (5, 600, 0), "idle": (8, 7200, 1)}
-        for c, (lag, age, inactive) in want.items():
+        want = {"done": (0, 0, 0, 0), "late": (5, 600, 0, 1),
+                "idle": (8, 7200, 1, 0)}
+        for c, (lag, age, inactive, holding) in want.items():
             got = m("compaction_consumer_lag_messages", c)
             check(got == lag, f"{c}: lag_messages {got}, want {lag}")
             secs = m("compaction_consumer_lag_seconds", c)
             check(age <= secs < age + 60, f"{c}: lag_seconds {secs}, want ~{age}")
             got = m("compaction_consumer_inactive", c)
             check(got == inactive, f"{c}: inactive {got}, want {inactive}")
+            got = m("compaction_consumer_holding_back", c)
+            check(got == holding, f"{c}: holding_back {got}, want {holding}")
         now = float(scalar("SELECT extract(epoch FROM now())"))
         last = m("compaction_consumer_last_poll_timestamp_seconds", "idle")
         check(abs(now - 8 * 86400 - last) < 60, f"idle last poll {last}")
