@@ -41,11 +41,10 @@ struct Locked {
 Locked LockOnce(ClientCore& core, pg::Session s, std::int64_t topic_id,
                 const std::string& key, bool guarded) {
   constexpr const char* kOp = "LockCompactionHead";
-  pg::Result r =
+  const pg::Result row =
       pg::Exec(s, kOp, LockSql(core, topic_id),
                pg::Params().Add(key).Add(std::string(guarded ? "t" : "f")));
-  const PGresult* row = r.get();
-  if (PQntuples(row) != 1) {
+  if (row.rows() != 1) {
     throw InternalError(kOp, "the lock function returned no row");
   }
   Locked out;
@@ -94,7 +93,7 @@ std::string EnterSavepoint(pg::Session s,
                          "; SELECT pg_catalog.current_setting('lock_timeout'), "
                          "pg_catalog.set_config('lock_timeout', '" +
                          std::to_string(timeout->count()) + "ms', true)");
-  return std::string(pg::Text(old.get(), 0, 0));
+  return std::string(pg::Text(old, 0, 0));
 }
 
 // Releases the savepoint, first restoring the lock_timeout EnterSavepoint
@@ -206,8 +205,8 @@ std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,
                 " m ON m.id = h.head_id WHERE h.message_key = $1 "
                 "AND m.payload IS NOT NULL",
             pg::Params().Add(key));
-        if (PQntuples(r.get()) == 0) return std::nullopt;
-        return ParseStored(kOp, r.get(), 0, 0);
+        if (r.rows() == 0) return std::nullopt;
+        return ParseStored(kOp, r, 0, 0);
       });
 }
 
@@ -225,7 +224,7 @@ std::vector<RawStored> ListHeads(ClientCore& core, const std::string& topic,
             " m ON m.id = h.head_id WHERE h.message_key > $1 "
             "AND m.payload IS NOT NULL ORDER BY h.message_key LIMIT $2",
         pg::Params().Add(options.after_key).Add(options.limit));
-    return ParseAllStored(kOp, r.get());
+    return ParseAllStored(kOp, r);
   });
 }
 
@@ -244,7 +243,7 @@ std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
                      (with_tombstones ? "" : "AND m.payload IS NOT NULL ") +
                      "ORDER BY m.id DESC LIMIT $2",
                  pg::Params().Add(key).Add(limit));
-    return ParseAllStored(kOp, r.get());
+    return ParseAllStored(kOp, r);
   });
 }
 
