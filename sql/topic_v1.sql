@@ -163,3 +163,75 @@ $produce$;
 -- one to the application role.
 REVOKE ALL ON FUNCTION {schema}.produce_{id}(text, integer, bigint, jsonb)
   FROM PUBLIC;
+
+-- LockCompactionHead in one call, whatever the key's state: the lock loop
+-- of doc/architecture.md run by the server, so a new key, a headless row
+-- and a head each cost the client one round trip. Only a miss writes
+-- (a headless row, ON CONFLICT DO NOTHING, then the loop locks whichever
+-- row won); locking an existing head writes no row version, and a found
+-- headless row gets its TTL restarted under the lock. Each statement of a
+-- plpgsql function takes its own snapshot at READ COMMITTED, so the
+-- message read after the lock sees the head the lock found, even when the
+-- lock waited for a writer that moved it.
+--
+-- SECURITY INVOKER (the default): it does exactly what the application
+-- role's grants allow it to do itself (SELECT, INSERT (message_key),
+-- UPDATE (updated_at, idle_since) on the heads), so it lends no privilege.
+--
+-- status: 'h' the row is locked and has a head (the message columns hold
+-- it; payload NULL is a tombstone), 'e' the row is locked and headless,
+-- 'v' the row vanished after 16 lost insert races (a janitor deleting it
+-- over and over; nothing is locked), 'g' nothing done: the session has a
+-- lock_timeout and p_guarded is false, so the caller retries inside a
+-- savepoint (a timeout must leave its transaction usable) with p_guarded.
+CREATE FUNCTION {schema}.lock_{id}(
+    p_key text, p_guarded boolean,
+    OUT status "char", OUT id bigint, OUT message_key text,
+    OUT schema_version integer, OUT compaction_rank bigint,
+    OUT created_at timestamptz, OUT payload jsonb)
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $lock$
+#variable_conflict use_column
+DECLARE
+  v_head bigint;
+BEGIN
+  IF NOT p_guarded AND current_setting('lock_timeout') <> '0' THEN
+    status := 'g';
+    RETURN;
+  END IF;
+  FOR v_round IN 1..16 LOOP
+    SELECT h.head_id INTO v_head FROM {schema}.compaction_head_{id} h
+      WHERE h.message_key = p_key FOR UPDATE OF h;
+    IF FOUND THEN
+      IF v_head IS NULL THEN
+        UPDATE {schema}.compaction_head_{id} h
+          SET updated_at = statement_timestamp(),
+              idle_since = statement_timestamp()
+          WHERE h.message_key = p_key;
+        status := 'e';
+        RETURN;
+      END IF;
+      -- The row lock keeps head_id where the lock found it.
+      SELECT m.id, m.message_key, m.schema_version, m.compaction_rank,
+             m.created_at, m.payload
+        INTO id, message_key, schema_version, compaction_rank, created_at,
+             payload
+        FROM {schema}.message_{id} m WHERE m.id = v_head;
+      status := 'h';
+      RETURN;
+    END IF;
+    -- A miss: our row is locked by our insert; none back means another
+    -- transaction's insert won the race, so lock that row next round.
+    INSERT INTO {schema}.compaction_head_{id} (message_key) VALUES (p_key)
+      ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO NOTHING;
+    IF FOUND THEN
+      status := 'e';
+      RETURN;
+    END IF;
+  END LOOP;
+  status := 'v';
+END
+$lock$;
+
+REVOKE ALL ON FUNCTION {schema}.lock_{id}(text, boolean) FROM PUBLIC;

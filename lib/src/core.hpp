@@ -112,6 +112,11 @@ class TxState {
   void RememberWritten(WrittenMessage message) {
     written_ = std::move(message);
   }
+  // Keys this transaction locked through LockCompactionHead: a keyed
+  // produce without compaction to one of them would leave its head behind
+  // (locked_keys.cpp).
+  void RememberLockedKey(std::int64_t topic_id, const std::string& key);
+  bool HoldsLockedKey(std::int64_t topic_id, const std::string& key) const;
   bool borrowed() const { return borrowed_; }
   TxStatus status() const { return status_; }
   bool finished() const { return status_ != TxStatus::kActive; }
@@ -133,6 +138,7 @@ class TxState {
   bool read_committed_checked_ = false;
   std::vector<TopicInfo> touched_topics_;  // a handful at most
   std::optional<WrittenMessage> written_;
+  std::vector<std::pair<std::int64_t, std::string>> locked_keys_;
 };
 
 // The callgate of Tx: the one way library code reaches a Tx's state or

@@ -1,11 +1,14 @@
 // Compaction-head reads: the lock loop (doc/architecture.md), plain reads,
 // listing and key history.
+#include "heads.hpp"
+
 #include <chrono>
 #include <optional>
 #include <string>
 
 #include "compaction/tx.hpp"
 #include "core.hpp"
+#include "pg/sqlstate.hpp"
 #include "rows.hpp"
 #include "topics.hpp"
 #include "validate.hpp"
@@ -13,99 +16,66 @@
 namespace compaction::detail {
 namespace {
 
-// A lost insert race means another transaction created the key row between
-// our SELECT and INSERT; each round after that normally ends in the next
-// SELECT. Only rows deleted over and over (a janitor with a tiny TTL racing
-// us) can exhaust this, and then a clear error beats spinning.
-constexpr int kMaxLockRounds = 16;
-
 const std::string kSavepoint = "compaction_lock_head";
+constexpr std::string_view kUndefinedFunction = "42883";
 
+// The lock loop runs in the topic's lock_<id> function (sql/topic_v1.sql):
+// one statement, so one round trip, whether the key is new, headless or has
+// a head, and no row version written when it has one.
 std::string LockSql(const ClientCore& core, std::int64_t id) {
   // The marker comment lets tests find this statement in pg_stat_activity.
-  return "/* compaction:LockCompactionHead */ SELECT h.head_id FROM " +
-         core.HeadTable(id) + " h WHERE h.message_key = $1 FOR UPDATE OF h";
+  return "/* compaction:LockCompactionHead */ SELECT m.status, " +
+         std::string(kMessageColumns) + " FROM " + core.schema() + ".lock_" +
+         std::to_string(id) + "($1::text, $2::boolean) m";
 }
 
-// Sent in the same round trip as the lock, it runs once the lock is held.
-// A join inside the lock statement would not do: after waiting for the
-// lock, READ COMMITTED re-checks the locked head row but keeps the message
-// row of the statement's old snapshot, so a head that moved meanwhile would
-// need another round trip, taken while holding the lock every waiter wants.
-std::string LockedHeadSql(const ClientCore& core, std::int64_t id) {
-  return "/* compaction:LockCompactionHead:read */ SELECT " +
-         std::string(kMessageColumns) + " FROM " + core.HeadTable(id) +
-         " h JOIN " + core.MessageTable(id) +
-         " m ON m.id = h.head_id WHERE h.message_key = $1";
-}
+struct Locked {
+  // false: the session has a lock_timeout, so nothing was done; the lock
+  // must be taken again inside a savepoint.
+  bool done = true;
+  std::optional<RawStored> head;  // empty: headless
+};
 
-// The times are the column defaults (the statement's): the application
-// role may insert message_key only.
-std::string InsertHeadlessSql(const ClientCore& core, std::int64_t id) {
-  return "/* compaction:LockCompactionHead:insert */ INSERT INTO " +
-         core.HeadTable(id) +
-         " (message_key) VALUES ($1) "
-         "ON CONFLICT ON CONSTRAINT " +
-         core.HeadPkey(id) + " DO NOTHING RETURNING message_key";
-}
-
-std::string RefreshHeadlessSql(const ClientCore& core, std::int64_t id) {
-  return "UPDATE " + core.HeadTable(id) +
-         " SET updated_at = pg_catalog.statement_timestamp(), idle_since = "
-         "pg_catalog.statement_timestamp() WHERE message_key = $1 AND head_id "
-         "IS NULL";
-}
-
-// One pass of the loop. Returns true and fills `head` when the key row is
-// locked (head empty for a headless row); false after a lost insert race.
-bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
-                  const std::string& key, std::optional<RawStored>& head) {
+// `guarded`: the caller runs this inside a savepoint, which a lock timeout
+// may roll back to.
+Locked LockOnce(ClientCore& core, pg::Session s, std::int64_t topic_id,
+                const std::string& key, bool guarded) {
   constexpr const char* kOp = "LockCompactionHead";
-  std::vector<pg::Result> r = pg::ExecPipelined(
-      s, kOp,
-      {{LockSql(core, topic_id), pg::Params().Add(key)},
-       {LockedHeadSql(core, topic_id), pg::Params().Add(key)}});
-  const pg::Result& locked = r[0];
-  const pg::Result& message = r[1];
-  if (locked.rows() == 1) {
-    if (pg::IsNull(locked, 0, 0)) {
-      // Locked again: restart the headless row's TTL under our lock.
-      pg::Exec(s, kOp, RefreshHeadlessSql(core, topic_id),
-               pg::Params().Add(key));
-      head.reset();
-      return true;
-    }
-    // The row lock keeps the head where the lock found it.
-    if (message.rows() != 1 ||
-        pg::OptInt64(message, 0, 0) != pg::OptInt64(locked, 0, 0)) {
-      // Cannot happen: a head and its message commit together, and our
-      // row lock pins head_id between the two statements.
-      throw InternalError(kOp,
-                          "internal invariant broken: the locked head's "
-                          "message was not read back");
-    }
-    head = ParseStored(kOp, message, 0, 0);
-    // A tombstone head: the key has no value, though its row is locked.
-    if (head->message.tombstone) head.reset();
-    return true;
+  const pg::Result row =
+      pg::Exec(s, kOp, LockSql(core, topic_id),
+               pg::Params().Add(key).Add(std::string(guarded ? "t" : "f")));
+  if (row.rows() != 1) {
+    throw InternalError(kOp, "the lock function returned no row");
   }
-  pg::Result inserted = pg::Exec(s, kOp, InsertHeadlessSql(core, topic_id),
-                                 pg::Params().Add(key));
-  head.reset();
-  return inserted.rows() == 1;  // our new row is locked by us
-}
-
-std::optional<RawStored> LockLoop(ClientCore& core, pg::Session s,
-                                  std::int64_t topic_id,
-                                  const std::string& key) {
-  std::optional<RawStored> head;
-  for (int round = 0; round < kMaxLockRounds; ++round) {
-    if (TryLockRound(core, s, topic_id, key, head)) return head;
+  Locked out;
+  switch (pg::Text(row, 0, 0).front()) {
+    case 'g':
+      out.done = false;
+      return out;
+    case 'e':
+      return out;
+    case 'h':
+      if (pg::IsNull(row, 0, 1)) {
+        // Cannot happen: a head and its message commit together, and the
+        // row lock pins head_id while the message is read.
+        throw InternalError(kOp,
+                            "internal invariant broken: the locked head's "
+                            "message was not read back");
+      }
+      out.head = ParseStored(kOp, row, 0, 1);
+      return out;
+    case 'v':
+      // A lost insert race means another transaction created the key row
+      // between the function's SELECT and INSERT; the next SELECT normally
+      // locks it. Only rows deleted over and over (a janitor with a tiny
+      // TTL racing us) exhaust the rounds, and then a clear error beats
+      // spinning. The function returned normally: the transaction is fine.
+      throw RetryableError(kOp, "",
+                           "the key row vanished after 16 lost insert races; "
+                           "retry the transaction");
+    default:
+      throw InternalError(kOp, "the lock function returned an unknown status");
   }
-  throw RetryableError("LockCompactionHead", "",
-                       "the key row vanished after " +
-                           std::to_string(kMaxLockRounds) +
-                           " lost insert races; retry the transaction");
 }
 
 // Opens the savepoint; with `timeout`, also sets lock_timeout for the body
@@ -164,10 +134,8 @@ auto InSavepoint(pg::Session s,
 
 }  // namespace
 
-std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
-                                  const std::string& topic,
-                                  const std::string& key,
-                                  const LockOptions& options) {
+LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
+                      const std::string& key, const LockOptions& options) {
   constexpr const char* kOp = "LockCompactionHead";
   ValidateTopicName(kOp, topic);
   ValidateMessageKey(kOp, key);
@@ -177,23 +145,48 @@ std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
   TxState& state = TxGate::State(tx);
   const pg::Session s = state.WritingSessionFor(kOp);
   // Resolved through the caller's transaction, never the client's cache,
-  // so the whole operation sees one database transaction. The same round
-  // trip reads the session's lock_timeout: when the caller set one, the
-  // lock runs in a savepoint, so its expiry is a LockTimeout that leaves the
-  // transaction usable, as with LockOptions. Without one (the default) a
-  // lock waits until it is granted and needs no savepoint, which would
-  // cost a subtransaction per lock.
-  std::string session_lock_timeout;
-  const TopicInfo info =
-      ResolveTopic(core, s, kOp, topic, &session_lock_timeout);
-  auto lock = [&] { return LockLoop(core, s, info.id, key); };
+  // so the whole operation sees one database transaction; once this
+  // transaction touched the topic's tables, a Destroy waits for it, so the
+  // id it resolved then holds.
+  std::optional<TopicInfo> info = state.TouchedTopic(topic);
+  if (!info) info = ResolveTopic(core, s, kOp, topic);
+  auto guarded = [&] { return LockOnce(core, s, info->id, key, true).head; };
   std::optional<RawStored> head;
-  if (options.lock_timeout || session_lock_timeout != "0") {
-    head = InSavepoint(s, options.lock_timeout, lock);
-  } else {
-    head = lock();
+  try {
+    if (options.lock_timeout) {
+      head = InSavepoint(s, options.lock_timeout, guarded);
+    } else {
+      // Without a lock_timeout (the default) a lock waits until it is
+      // granted and needs no savepoint, which would cost a subtransaction
+      // per lock. With one the caller set, the function does nothing and
+      // says so; its expiry inside a savepoint is then a LockTimeout that
+      // leaves the transaction usable, as with LockOptions.
+      Locked locked = LockOnce(core, s, info->id, key, false);
+      head = locked.done ? std::move(locked.head)
+                         : InSavepoint(s, std::nullopt, guarded);
+    }
+  } catch (const DatabaseError& e) {
+    // Destroyed between the lookup and the lock (the statement failed, so
+    // the transaction is aborted now).
+    if (e.sqlstate() == pg::kUndefinedTable ||
+        e.sqlstate() == kUndefinedFunction) {
+      throw TopicNotFound(kOp, topic);
+    }
+    throw;
   }
-  state.RememberTouchedTopic(info);
+  state.RememberTouchedTopic(*info);
+  state.RememberLockedKey(info->id, key);
+  return LockedRow{std::move(head)};
+}
+
+std::optional<RawStored> LockHead(ClientCore& core, Tx& tx,
+                                  const std::string& topic,
+                                  const std::string& key,
+                                  const LockOptions& options) {
+  std::optional<RawStored> head =
+      LockHeadRow(core, tx, topic, key, options).head;
+  // A tombstone head: the key has no value, though its row is locked.
+  if (head && head->message.tombstone) head.reset();
   return head;
 }
 

@@ -6,6 +6,7 @@
 #include "commit_outcome.hpp"
 #include "compaction/tx.hpp"
 #include "core.hpp"
+#include "locked_keys.hpp"
 #include "pg/sqlstate.hpp"
 #include "rows.hpp"
 #include "topics.hpp"
@@ -148,6 +149,7 @@ ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
   // already touched the topic's tables, which a Destroy then waits for.
   std::optional<TopicInfo> info = state.TouchedTopic(topic);
   if (!info) info = ResolveTopic(core, s, kOp, topic);
+  RefuseUncompactedLockedKey(state, info->id, options);
   try {
     ProduceResult result = Run(core, s, *info, message, options);
     state.RememberTouchedTopic(*info);

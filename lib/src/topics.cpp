@@ -243,7 +243,8 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
                  "DROP TABLE " + core.HeadTable(id) + ", " +
                      core.MessageTable(id) + "; DROP FUNCTION IF EXISTS " +
                      core.schema() + ".produce_" + std::to_string(id) +
-                     "(text, integer, bigint, jsonb)");
+                     "(text, integer, bigint, jsonb), " + core.schema() +
+                     ".lock_" + std::to_string(id) + "(text, boolean)");
   NotifyTopicChange(core, session, name, "destroyed");
   tx.Commit();
   core.ForgetTopic(name);

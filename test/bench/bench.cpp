@@ -36,6 +36,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "compaction/compaction.hpp"
@@ -294,6 +295,10 @@ class Bench {
                    int threads);
   void ThroughputSection();
   void SqlCheck();
+  // The forms of LockCompactionHead side by side (issue 26): today's loop,
+  // 0660's one-statement upsert, the lock_<id> function.
+  Cell RunLockForm(const std::string& w, const std::string& form, int threads);
+  void LockFormsSection();
 
   // janitor and stats
   void InsertHeadless(const std::string& topic, long from, long n,
@@ -327,6 +332,7 @@ class Bench {
   std::map<std::string, std::int64_t> topic_ids_;
   std::vector<Cell> cells_;
   std::vector<std::string> settings_;
+  std::vector<std::string> lockforms_md_;
   std::vector<std::string> janitor_md_, stats_md_, sqlcheck_md_, log_md_,
       errors_;
   bool pgss_ = false;
@@ -653,6 +659,7 @@ Cell Bench::RunPgbench(const std::string& w, int threads, bool extended) {
     s = ReplaceAll(s, "{pkey}", Pkey(w));
     s = ReplaceAll(s, "{produce}",
                    q_ + ".produce_" + std::to_string(TopicId(w)));
+    s = ReplaceAll(s, "{lock}", q_ + ".lock_" + std::to_string(TopicId(w)));
     const fs::path out =
         fs::path(o_.out) / "pgbench" / (w + "_" + name + ".sql");
     fs::create_directories(out.parent_path());
@@ -862,6 +869,169 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design,
           }
         });
   });
+}
+
+std::string Fmt(double v, int prec);
+
+// Lock-only transactions (BEGIN, topic resolution, lock, COMMIT) in three
+// forms, each on raw libpq with prepared statements, so that only the
+// form differs: "lock-loop" is the loop the library ran before lock_<id>
+// (the lock and the head read pipelined, then the headless insert on a
+// miss or the refresh of a headless row, each a round trip of its own),
+// "lock-upsert" decision 0660's one statement (ON CONFLICT DO UPDATE SET
+// message_key = EXCLUDED.message_key: a row version per lock), "lock-fn"
+// the library's lock_<id>. Workloads: "new" always-new keys, "inc" the
+// 10,000 keys with heads (lock-only, so they keep them), "hot" one key.
+Cell Bench::RunLockForm(const std::string& w, const std::string& form,
+                        int threads) {
+  const std::string app = "bench-" + form;
+  const std::string head = Head(w), msg = Msg(w), pkey = Pkey(w);
+  const std::string cols =
+      "m.id, m.message_key, m.schema_version, m.compaction_rank, "
+      "(extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text";
+  const std::string resolve =
+      "SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, "
+      "t.tombstone_retention_ms, v.version, pg_catalog.to_jsonb(v) ->> "
+      "'fingerprint', pg_catalog.current_setting('lock_timeout') FROM " +
+      q_ + ".topic t LEFT JOIN " + q_ +
+      ".schema_version v ON v.topic_id = t.id WHERE t.name = $1::text";
+  const std::string lock = "SELECT h.head_id FROM " + head +
+                           " h WHERE h.message_key = $1 FOR "
+                           "UPDATE OF h";
+  const std::string read = "SELECT " + cols + " FROM " + head + " h JOIN " +
+                           msg +
+                           " m ON m.id = h.head_id WHERE h.message_key = $1";
+  const std::string insert = "INSERT INTO " + head +
+                             " (message_key) VALUES ($1) ON CONFLICT ON "
+                             "CONSTRAINT " +
+                             pkey + " DO NOTHING RETURNING message_key";
+  const std::string refresh =
+      "UPDATE " + head +
+      " SET updated_at = pg_catalog.statement_timestamp(), idle_since = "
+      "pg_catalog.statement_timestamp() WHERE message_key = $1 AND head_id "
+      "IS NULL";
+  const std::string upsert =
+      "WITH h AS (INSERT INTO " + head +
+      " AS h (message_key) VALUES ($1) ON CONFLICT ON CONSTRAINT " + pkey +
+      " DO UPDATE SET message_key = EXCLUDED.message_key RETURNING "
+      "h.head_id) SELECT h.head_id, " +
+      cols + " FROM h LEFT JOIN " + msg + " m ON m.id = h.head_id";
+  const std::string fn = "SELECT m.status, " + cols + " FROM " + q_ + ".lock_" +
+                         std::to_string(TopicId(w)) + "($1::text, false) m";
+  return Measure(w, form, threads, app, [&](Cell& cell) {
+    const int keys = o_.keys;
+    Workers(
+        cell, threads,
+        [&](int) {
+          auto c = std::make_unique<Conn>(app);
+          for (auto& [name, sql] :
+               std::vector<std::pair<std::string, std::string>>{
+                   {"resolve", resolve},
+                   {"lock", lock},
+                   {"read", read},
+                   {"insert", insert},
+                   {"refresh", refresh},
+                   {"upsert", upsert},
+                   {"fn", fn},
+                   {"begin", "BEGIN"},
+                   {"commit", "COMMIT"}}) {
+            c->Prepare(name, sql);
+          }
+          return c;
+        },
+        [&](Conn& c, std::mt19937_64& rng, std::int64_t&) {
+          const std::string key = KeyFor(w, rng, keys);
+          c.Run("begin", {});
+          c.Run("resolve", {w});
+          if (form == "lock-fn") {
+            c.Run("fn", {key});
+          } else if (form == "lock-upsert") {
+            c.Run("upsert", {key});
+          } else {
+            for (;;) {
+              // The lock and the head read in one round trip.
+              PGconn* pc = c.get();
+              const char* p[] = {key.c_str()};
+              if (!PQenterPipelineMode(pc) ||
+                  !PQsendQueryPrepared(pc, "lock", 1, p, nullptr, nullptr, 0) ||
+                  !PQsendQueryPrepared(pc, "read", 1, p, nullptr, nullptr, 0) ||
+                  !PQpipelineSync(pc)) {
+                throw std::runtime_error(PQerrorMessage(pc));
+              }
+              Res results[2];
+              for (Res& r : results) {
+                r.reset(PQgetResult(pc));
+                Res end(PQgetResult(pc));  // null: the statement's end
+                if (PQresultStatus(r.get()) != PGRES_TUPLES_OK)
+                  throw std::runtime_error(PQerrorMessage(pc));
+              }
+              Res sync(PQgetResult(pc));
+              PQexitPipelineMode(pc);
+              const Res& locked = results[0];
+              if (PQntuples(locked.get()) == 1) {
+                if (PQgetisnull(locked.get(), 0, 0)) c.Run("refresh", {key});
+                break;
+              }
+              Res ins = c.Run("insert", {key});
+              if (PQntuples(ins.get()) == 1) break;
+            }
+          }
+          c.Run("commit", {});
+        });
+  });
+}
+
+void Bench::LockFormsSection() {
+  const std::vector<std::string> forms = {"lock-loop", "lock-upsert",
+                                          "lock-fn"};
+  const std::vector<std::string> workloads = {"new", "inc", "hot"};
+  std::map<std::tuple<std::string, std::string, int>, std::vector<double>> tps;
+  for (const auto& w : workloads) {
+    std::fprintf(stderr, "lock forms %s\n", w.c_str());
+    for (int threads : o_.threads) {
+      for (int round = 0; round < o_.rounds; ++round) {
+        std::vector<std::string> order = forms;
+        if (w == "new") order.push_back("library");
+        if (round % 2 == 1) std::reverse(order.begin(), order.end());
+        for (const auto& f : order) {
+          Cell c = f == "library" ? RunLibrary("new", threads)
+                                  : RunLockForm(w, f, threads);
+          if (c.seconds > 0) tps[{w, f, threads}].push_back(c.tx / c.seconds);
+        }
+      }
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  lockforms_md_.push_back(
+      "Lock-only transactions (BEGIN, topic resolution, lock, COMMIT), raw "
+      "libpq, prepared; tx/s, median of " +
+      std::to_string(o_.rounds) +
+      " rounds in alternating order. Keys: new = always new, inc = the "
+      "10,000 keys with heads, hot = one key with a head. library = "
+      "LockCompactionHead through the library (new keys only).");
+  lockforms_md_.push_back("");
+  lockforms_md_.push_back(
+      "| keys | threads | lock-loop | lock-upsert | lock-fn | library | fn / "
+      "loop | fn / upsert |");
+  lockforms_md_.push_back("|---|---|---|---|---|---|---|---|");
+  for (const auto& w : workloads) {
+    for (int threads : o_.threads) {
+      const double loop = median(tps[{w, "lock-loop", threads}]);
+      const double up = median(tps[{w, "lock-upsert", threads}]);
+      const double fn = median(tps[{w, "lock-fn", threads}]);
+      const double lib = median(tps[{w, "library", threads}]);
+      lockforms_md_.push_back(
+          "| " + w + " | " + std::to_string(threads) + " | " + Fmt(loop, 0) +
+          " | " + Fmt(up, 0) + " | " + Fmt(fn, 0) + " | " +
+          (lib > 0 ? Fmt(lib, 0) : std::string("-")) + " | " +
+          (loop > 0 ? Fmt(fn / loop, 2) : std::string("-")) + " | " +
+          (up > 0 ? Fmt(fn / up, 2) : std::string("-")) + " |");
+    }
+  }
 }
 
 void Bench::ThroughputSection() {
@@ -2373,6 +2543,10 @@ void Bench::Report() {
          << " |";
     md << "\n";
   }
+  if (!lockforms_md_.empty()) {
+    md << "\n### LockCompactionHead forms\n\n";
+    for (auto& s : lockforms_md_) md << s << "\n";
+  }
   md << "\n### Janitor\n\n";
   for (auto& s : janitor_md_) md << s << "\n";
   md << "\n### Stats\n\n";
@@ -2420,6 +2594,9 @@ int Bench::Run() {
   };
   if (want("sqlcheck")) section("sqlcheck", [&] { SqlCheck(); });
   section("throughput", [&] { ThroughputSection(); });
+  if (o_.only.count("lockforms")) {
+    section("lockforms", [&] { LockFormsSection(); });
+  }
   if (want("janitor")) section("janitor", [&] { JanitorSection(); });
   if (want("stats")) section("stats", [&] { StatsSection(); });
   const bool any_log = o_.only.empty() || o_.only.count("log") ||

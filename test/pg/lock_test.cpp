@@ -2,6 +2,8 @@
 // Each race forces its ordering by watching pg_stat_activity for the
 // waiting backend, never by sleeping.
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <thread>
 
@@ -113,9 +115,15 @@ TEST_CASE("a lost insert race is recovered by the loop") {
       return topic.Key("k").LockCompactionHead(tx).has_value();
     });
   });
-  // The locker's SELECT saw no row; its INSERT now waits on ours.
-  REQUIRE(testing::WaitForLockWait(
-      db.raw(), "compaction:LockCompactionHead:insert", db.schema()));
+  // The locker's SELECT saw no row; its INSERT now waits on ours: on our
+  // transaction id, as a speculative insert does (a row lock would be a
+  // tuple wait).
+  REQUIRE(testing::WaitForLockWait(db.raw(), "compaction:LockCompactionHead",
+                                   db.schema()));
+  CHECK(db.raw().Int("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity "
+                     "a USING (pid) WHERE NOT l.granted AND l.locktype = "
+                     "'transactionid' AND strpos(a.query, "
+                     "'compaction:LockCompactionHead') > 0") == 1);
   other.Query("COMMIT");
   CHECK_FALSE(locker.get());  // headless, locked after looping
 
@@ -199,11 +207,76 @@ TEST_CASE("locking a materialized head does not touch its row") {
   topic.RegisterProducer().Produce(Counter{1}, Compacted("k"));
   const std::string table = db.HeadTable("untouched");
   db.raw().Query("UPDATE " + table + " SET updated_at = '2001-01-01'");
+  const auto version = db.raw().Value("SELECT xmin::text FROM " + table);
   db.client().InTransaction([&](Tx& tx) {
     CHECK(topic.Key("k").LockCompactionHead(tx)->message.value == 1);
   });
   CHECK(db.raw().Value("SELECT updated_at::date::text FROM " + table) ==
         "2001-01-01");
+  // No new row version either (0660's upsert writes one per lock).
+  CHECK(db.raw().Value("SELECT xmin::text FROM " + table) == version);
+}
+
+namespace {
+
+// Round trips `body` makes on `conn`: the ReadyForQuery messages the
+// server sends, one per simple query or per pipeline/extended-protocol
+// sync, traced by libpq itself.
+template <class F>
+int RoundTrips(PGconn* conn, F&& body) {
+  char* buffer = nullptr;
+  std::size_t size = 0;
+  FILE* trace = open_memstream(&buffer, &size);
+  PQtrace(conn, trace);
+  PQsetTraceFlags(conn, PQTRACE_SUPPRESS_TIMESTAMPS);
+  body();
+  PQuntrace(conn);
+  std::fclose(trace);
+  const std::string text(buffer, size);
+  std::free(buffer);
+  int count = 0;
+  for (std::size_t at = text.find("\tReadyForQuery"); at != std::string::npos;
+       at = text.find("\tReadyForQuery", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("LockCompactionHead takes one round trip in every state of the key") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("trips");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("head"));
+  producer.ProduceTombstone("tombstone");
+  const std::string table = db.HeadTable("trips");
+  db.raw().Query("INSERT INTO " + table +
+                 " (message_key, created_at, updated_at, idle_since) VALUES "
+                 "('headless', now(), now(), now())");
+  // Statements are prepared on a connection's first use of them: the
+  // client has one connection, warmed up by a first lock.
+  compaction::Client client = db.NewClient(1);
+  auto topic1 = client.Topic<Counter>("trips");
+  client.InTransaction(
+      [&](Tx& tx) { topic1.Key("warm-up").LockCompactionHead(tx); });
+  for (const char* key : {"new", "headless", "head", "tombstone"}) {
+    INFO(key);
+    Tx tx = client.Begin();
+    // The first touch of the topic in a transaction resolves it too.
+    CHECK(RoundTrips(tx.native_handle(),
+                     [&] { topic1.Key("other").LockCompactionHead(tx); }) == 2);
+    std::optional<compaction::StoredMessage<Counter>> head;
+    CHECK(RoundTrips(tx.native_handle(), [&] {
+            head = topic1.Key(key).LockCompactionHead(tx);
+          }) == 1);
+    CHECK(head.has_value() == (std::string(key) == "head"));
+    tx.Commit();
+    CHECK(db.raw().Int(
+              "SELECT count(*) FROM " + table + " WHERE message_key = $1",
+              {std::string(key)}) == 1);
+  }
 }
 
 TEST_CASE(

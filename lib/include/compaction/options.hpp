@@ -133,4 +133,24 @@ struct LockOptions {
   std::optional<std::chrono::milliseconds> lock_timeout;
 };
 
+class Error;
+
+// KeyHandle::Update.
+struct UpdateOptions {
+  // Transactions tried at most, 1..100: the first one and the retries of
+  // what is safe to retry (RetryableError, ConnectionLost before COMMIT
+  // was known not to commit). Never CommitOutcomeUnknown: that transaction
+  // may have committed.
+  int attempts = 3;
+  LockOptions lock;
+  // The new value's compaction rank. Unset: the locked head's rank (0 for
+  // a key without one), so the new value wins whenever its schema_version
+  // is at least the head's.
+  std::optional<std::int64_t> rank;
+  // Called before each retry with the error that ended the attempt and
+  // that attempt's number (1-based): count, log or back off here. Runs on
+  // the calling thread; an exception from it ends the Update.
+  std::function<void(const Error& error, int attempt)> on_retry;
+};
+
 }  // namespace compaction

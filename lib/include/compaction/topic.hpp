@@ -42,11 +42,71 @@ class KeyHandle {
   // the key has none. Returns the head message, or nullopt for a headless
   // row or a key whose head is a tombstone (the row is locked all the
   // same). The lock is held until `tx` ends; produce the next value with
-  // Producer::ProduceInTx on the same `tx`.
+  // ProduceInTx below on the same `tx` (a Producer's keyed produce without
+  // compaction to a key the transaction locked is InvalidArgument). One
+  // round trip for the lock whatever the key's state, plus one to resolve
+  // the topic through `tx` the first time `tx` touches the topic.
   std::optional<StoredMessage<M>> LockCompactionHead(
       Tx& tx, const LockOptions& options = {}) const {
     return Decode("LockCompactionHead",
                   detail::LockHead(*core_, tx, topic_, message_key_, options));
+  }
+
+  // Produces `message` as a version of this key inside `tx`: always
+  // compacted (the key's head moves to it when it wins, with
+  // `compaction.rank`), the key always this handle's. Errors as
+  // Producer::ProduceInTx. ProduceResult::not_advanced stays 0 (it is a
+  // Producer's count).
+  ProduceResult ProduceInTx(Tx& tx, const M& message,
+                            CompactionOptions compaction = {}) const {
+    ProduceOptions options;
+    options.message_key = message_key_;
+    options.compaction = compaction;
+    return detail::ProduceInTx(
+        *core_, tx, topic_,
+        detail::Outgoing{
+            detail::Codec<M>::SchemaVersion(message),
+            detail::DumpPayload("Produce", detail::Codec<M>::Encode(message))},
+        options);
+  }
+
+  // The locked read-modify-write in one call: in a transaction of its own,
+  // locks the key (LockCompactionHead with options.lock), calls
+  // fn(current) with the key's value (std::optional<M>, empty when the key
+  // has none) and produces what fn returns as the key's next version,
+  // compacted, then commits. fn returning an empty optional produces
+  // nothing (and leaves no headless row). Returns the new head, or nullopt
+  // when fn returned nullopt. The new value must win over the head
+  // (schema_version, then rank: see UpdateOptions::rank), or nothing is
+  // written (InvalidArgument). RetryableError and ConnectionLost end an
+  // attempt, and the whole transaction, fn included, is tried again up to
+  // options.attempts times; CommitOutcomeUnknown (it may have committed)
+  // and anything fn throws are passed on at once. fn may run more than
+  // once: keep its side effects to its return value.
+  template <class F>
+  std::optional<StoredMessage<M>> Update(
+      F&& fn, const UpdateOptions& options = {}) const requires
+      std::is_invocable_r_v<std::optional<M>, F&, const std::optional<M>&> {
+    std::optional<M> next;
+    std::optional<detail::Updated> updated = detail::UpdateKey(
+        *core_, topic_, message_key_, options,
+        [&](std::optional<detail::RawStored> raw)
+            -> std::optional<detail::Outgoing> {
+          std::optional<M> current;
+          if (raw) {
+            current =
+                detail::DecodeStored<M>("Update", std::move(*raw)).message;
+          }
+          next = fn(std::as_const(current));
+          if (!next) return std::nullopt;
+          return detail::Outgoing{
+              detail::Codec<M>::SchemaVersion(*next),
+              detail::DumpPayload("Update", detail::Codec<M>::Encode(*next))};
+        });
+    if (!updated) return std::nullopt;
+    return StoredMessage<M>{updated->result.id,         message_key_,
+                            updated->schema_version,    updated->rank,
+                            updated->result.created_at, std::move(*next)};
   }
 
   // The key's messages still in the log, newest first, superseded ones

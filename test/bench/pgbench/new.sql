@@ -1,16 +1,12 @@
 -- Generated from the SQL in lib/src/{heads,produce,topics}.cpp; {schema}, {head},
--- {message}, {pkey}, {produce} are substituted by compaction_bench. Run with -M prepared.
--- \startpipeline..\endpipeline is the one round trip of ExecPipelined.
+-- {message}, {pkey}, {produce}, {lock} are substituted by compaction_bench. Run with -M prepared.
 -- The library's "/* compaction:... */" marker comments are left out: pgbench would
 -- take ":Name" inside them for a variable. Comments do not reach the planner.
--- (3) lock-only on an always-new key: SELECT FOR UPDATE finds nothing, the
--- headless row is inserted ON CONFLICT DO NOTHING
+-- (3) lock-only on an always-new key: lock_<id> finds nothing and inserts the
+-- headless row ON CONFLICT DO NOTHING, in the one call
+\set guarded 0
 \set k random(1, 1000000000000000)
 BEGIN;
 SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms, v.version, pg_catalog.to_jsonb(v) ->> 'fingerprint', pg_catalog.current_setting('lock_timeout') FROM {schema}.topic t LEFT JOIN {schema}.schema_version v ON v.topic_id = t.id WHERE t.name = :topic::text;
-\startpipeline
-SELECT h.head_id FROM {head} h WHERE h.message_key = :k FOR UPDATE OF h;
-SELECT m.id, m.message_key, m.schema_version, m.compaction_rank, (extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text FROM {head} h JOIN {message} m ON m.id = h.head_id WHERE h.message_key = :k;
-\endpipeline
-INSERT INTO {head} (message_key) VALUES (:k) ON CONFLICT ON CONSTRAINT {pkey} DO NOTHING RETURNING message_key;
+SELECT m.status, m.id, m.message_key, m.schema_version, m.compaction_rank, (extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text FROM {lock}(:k::text, :guarded::boolean) m;
 END;

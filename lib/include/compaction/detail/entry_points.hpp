@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,22 @@ COMPACTION_EXPORT ProduceResult ProduceInTx(ClientCore& core, Tx& tx,
                                             const std::string& topic,
                                             const Outgoing& message,
                                             const ProduceOptions& options);
+
+// KeyHandle::Update. `fn` receives the locked key's value (empty: none, or
+// a tombstone) and returns the message to produce (empty: nothing). The
+// result is empty when `fn` produced nothing.
+using UpdateFn =
+    std::function<std::optional<Outgoing>(std::optional<RawStored>)>;
+struct Updated {
+  ProduceResult result;
+  int schema_version = 0;
+  std::int64_t rank = 0;
+};
+COMPACTION_EXPORT std::optional<Updated> UpdateKey(ClientCore& core,
+                                                   const std::string& topic,
+                                                   const std::string& key,
+                                                   const UpdateOptions& options,
+                                                   const UpdateFn& fn);
 
 // Serializes a payload. InvalidArgument, before anything is sent, for what
 // jsonb would refuse or nlohmann_json would dump as something else: a NaN or

@@ -1,0 +1,23 @@
+// The lock of a key's compaction-head row, for the library's own callers.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "compaction/detail/entry_points.hpp"
+#include "compaction/tx.hpp"
+#include "core.hpp"
+
+namespace compaction::detail {
+
+struct LockedRow {
+  // The locked head, a tombstone included; empty for a headless row.
+  std::optional<RawStored> head;
+};
+
+// LockHead, keeping a tombstone head (its schema_version and rank still
+// decide what can win over it).
+LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
+                      const std::string& key, const LockOptions& options);
+
+}  // namespace compaction::detail
