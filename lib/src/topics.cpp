@@ -240,11 +240,14 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
                           pg::Params().Add(name));
   if (PQntuples(r.get()) == 0) throw TopicNotFound(kOp, name);
   const std::int64_t id = pg::Int64(r.get(), 0, 0);
-  pg::ExecScript(session.conn, kOp,
-                 "DROP TABLE " + core.HeadTable(id) + ", " +
-                     core.MessageTable(id) + "; DROP FUNCTION IF EXISTS " +
-                     core.schema() + ".produce_" + std::to_string(id) +
-                     "(text, integer, bigint, jsonb)");
+  pg::ExecScript(
+      session.conn, kOp,
+      "DROP TABLE " + core.HeadTable(id) + ", " + core.MessageTable(id) +
+          "; DROP FUNCTION IF EXISTS " + core.schema() + ".produce_" +
+          std::to_string(id) +
+          "(text, integer, bigint, jsonb); DROP FUNCTION IF EXISTS " +
+          core.schema() + ".produce_batch_" + std::to_string(id) +
+          "(text[], integer[], bigint[], jsonb[])");
   NotifyTopicChange(core, session, name, "destroyed");
   tx.Commit();
   core.ForgetTopic(name);
