@@ -104,8 +104,8 @@ pg::Statement BuildStatement(const ClientCore& core, std::int64_t topic_id,
 
 // The function returns its rows in input order (a set-returning function's
 // rows come back in the order it returned them).
-std::vector<ProduceResult> Decode(const PGresult* r, std::size_t expected) {
-  const int n = PQntuples(r);
+std::vector<ProduceResult> Decode(const pg::Result& r, std::size_t expected) {
+  const int n = r.rows();
   if (n < 0 || static_cast<std::size_t>(n) != expected) {
     throw InternalError(kOp, "the batch function returned " +
                                  std::to_string(n) + " rows for " +
@@ -151,7 +151,7 @@ std::vector<ProduceResult> RunCommitted(ClientCore& core, pg::Session s,
     throw;
   }
   std::optional<std::vector<ProduceResult>> results;
-  if (done.rows) results = Decode(done.rows.get(), batch.size());
+  if (done.rows) results = Decode(done.rows, batch.size());
   if (!done.in_doubt && results) return *results;
   std::optional<WrittenMessage> effect;
   if (results) effect = Written(topic, batch[0], (*results)[0]);
@@ -205,7 +205,7 @@ std::vector<ProduceResult> ProduceBatch(ClientCore& core, Tx* tx,
   try {
     const pg::Statement st = BuildStatement(core, info->id, batch);
     pg::Result r = pg::Exec(s, kOp, st.sql, st.params);
-    std::vector<ProduceResult> results = Decode(r.get(), batch.size());
+    std::vector<ProduceResult> results = Decode(r, batch.size());
     state.RememberTouchedTopic(*info);
     state.RememberWritten(Written(*info, batch.back(), results.back()));
     return results;

@@ -47,7 +47,7 @@ void ValidateInstallableSchema(const ClientCore& core, const char* operation) {
   }
 }
 
-std::string SystemBaseline(const ClientCore& core, PGconn* conn) {
+std::string SystemBaseline(const ClientCore& core, pg_conn* conn) {
   return sql::Render(
       sql::k_system_v1,
       {{"{schema}", core.schema()},
@@ -183,18 +183,17 @@ std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
   pg::Result exists = pg::Exec(
       session, operation, "SELECT pg_catalog.to_regclass($1::text) IS NOT NULL",
       pg::Params().Add(core.schema() + ".schema_version"));
-  if (!pg::Bool(exists.get(), 0, 0)) return std::nullopt;
+  if (!pg::Bool(exists, 0, 0)) return std::nullopt;
   // The fingerprint through to_jsonb: a database from a build before the
   // column existed answers NULL instead of failing the statement.
   pg::Result r = pg::Exec(
       session, operation,
       "SELECT v.version, pg_catalog.to_jsonb(v) ->> 'fingerprint' FROM " +
           core.schema() + ".schema_version v WHERE v.topic_id IS NULL");
-  if (PQntuples(r.get()) == 0) return 0;
-  const int version = static_cast<int>(pg::Int64(r.get(), 0, 0));
-  const std::string fingerprint = pg::IsNull(r.get(), 0, 1)
-                                      ? std::string()
-                                      : std::string(pg::Text(r.get(), 0, 1));
+  if (r.rows() == 0) return 0;
+  const int version = static_cast<int>(pg::Int64(r, 0, 0));
+  const std::string fingerprint =
+      pg::IsNull(r, 0, 1) ? std::string() : std::string(pg::Text(r, 0, 1));
   if (version == kSystemBaselineVersion && fingerprint != SystemFingerprint()) {
     throw SchemaVersionMismatch(operation, "schema " + core.schema(), version,
                                 fingerprint, SystemFingerprint());
