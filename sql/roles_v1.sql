@@ -103,6 +103,11 @@ BEGIN
     pg_catalog.format('%I.%I', {schema_name}::text,
                       pg_catalog.concat('lock_', p_topic_id)),
     '(text, boolean) TO {app_role}');
+  -- A batch of produces (Producer::ProduceBatch): produce_<id> per element.
+  EXECUTE pg_catalog.concat('GRANT EXECUTE ON FUNCTION ',
+    pg_catalog.format('%I.%I', {schema_name}::text,
+                      pg_catalog.concat('produce_batch_', p_topic_id)),
+    '(text[], integer[], bigint[], jsonb[]) TO {app_role}');
   EXECUTE pg_catalog.concat('GRANT SELECT (idle_since) ON ', v_head,
                             ' TO {monitor_role}');
 END

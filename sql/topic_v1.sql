@@ -235,3 +235,73 @@ END
 $lock$;
 
 REVOKE ALL ON FUNCTION {schema}.lock_{id}(text, boolean) FROM PUBLIC;
+
+-- A batch of produces (Producer::ProduceBatch) in one call: the outcome of
+-- producing its elements one by one in input order, each compacted one
+-- through produce_{id} above (so the batch moves heads by that one winner
+-- rule), each other one by a plain insert. Rows come back in input order,
+-- ids ascending. The head rows of the batch's compacted keys are taken
+-- first, in key order (a new key's row is inserted headless, an existing
+-- one locked without writing a row version): batches over overlapping keys
+-- queue behind each other instead of deadlocking, and the produces below
+-- wait for nothing. SECURITY DEFINER with search_path pinned, like
+-- produce_{id}: the application role moves heads through these two only.
+-- Element i of each array is message i; p_ranks NULL: not compacted.
+CREATE FUNCTION {schema}.produce_batch_{id}(
+    p_keys text[], p_schema_versions integer[], p_ranks bigint[],
+    p_payloads jsonb[])
+  RETURNS TABLE (message_id bigint, message_created_at timestamptz,
+                 advanced boolean)
+  LANGUAGE plpgsql
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $produce_batch$
+DECLARE
+  v record;
+BEGIN
+  IF pg_catalog.cardinality(p_schema_versions)
+       IS DISTINCT FROM pg_catalog.cardinality(p_keys)
+     OR pg_catalog.cardinality(p_ranks)
+       IS DISTINCT FROM pg_catalog.cardinality(p_keys)
+     OR pg_catalog.cardinality(p_payloads)
+       IS DISTINCT FROM pg_catalog.cardinality(p_keys) THEN
+    RAISE EXCEPTION 'produce_batch_{id}: the four arrays differ in length'
+      USING ERRCODE = '22023';
+  END IF;
+  -- The xid before the first id is drawn (see produce_{id}).
+  PERFORM pg_catalog.pg_current_xact_id();
+  -- ON CONFLICT DO UPDATE locks the existing row before it evaluates the
+  -- WHERE, which is false: the row stays locked and unwritten.
+  INSERT INTO {schema}.compaction_head_{id} AS h (message_key)
+  SELECT DISTINCT b.k
+  FROM ROWS FROM (pg_catalog.unnest(p_keys), pg_catalog.unnest(p_ranks))
+    AS b(k, r)
+  WHERE b.r IS NOT NULL
+  ORDER BY b.k
+  ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO UPDATE
+  SET updated_at = h.updated_at WHERE false;
+  FOR v IN
+    SELECT b.k, b.sv, b.r, b.p
+    FROM ROWS FROM (pg_catalog.unnest(p_keys),
+                    pg_catalog.unnest(p_schema_versions),
+                    pg_catalog.unnest(p_ranks), pg_catalog.unnest(p_payloads))
+      AS b(k, sv, r, p)
+  LOOP
+    IF v.r IS NULL THEN
+      INSERT INTO {schema}.message_{id} (message_key, schema_version, payload)
+      VALUES (v.k, v.sv, v.p)
+      RETURNING id, created_at INTO message_id, message_created_at;
+      advanced := false;
+    ELSE
+      SELECT p.message_id, p.message_created_at, p.advanced
+      INTO message_id, message_created_at, advanced
+      FROM {schema}.produce_{id}(v.k, v.sv, v.r, v.p) p;
+    END IF;
+    RETURN NEXT;
+  END LOOP;
+END
+$produce_batch$;
+
+REVOKE ALL ON FUNCTION
+  {schema}.produce_batch_{id}(text[], integer[], bigint[], jsonb[])
+  FROM PUBLIC;

@@ -1,5 +1,7 @@
 // Producing: append to the message log and, for a compacted message, upsert
 // the key's head with the winner rule in the same statement.
+#include "produce.hpp"
+
 #include <chrono>
 #include <optional>
 
@@ -13,28 +15,29 @@
 #include "validate.hpp"
 
 namespace compaction::detail {
+
+void ValidateProduce(const char* op, const Outgoing& message,
+                     const ProduceOptions& options) {
+  if (message.tombstone && !options.compaction) {
+    throw InvalidArgument(op, "a tombstone needs compaction options");
+  }
+  if (options.compaction && !options.message_key) {
+    throw InvalidArgument(op, message.tombstone
+                                  ? "a tombstone needs a message key"
+                                  : "a compacted message needs a message key");
+  }
+  if (options.message_key) ValidateMessageKey(op, *options.message_key);
+  if (message.schema_version < 1 ||
+      message.schema_version > kMaxSchemaVersion) {
+    throw InvalidArgument(op, "schema_version must be in 1.." +
+                                  std::to_string(kMaxSchemaVersion) + ", got " +
+                                  std::to_string(message.schema_version));
+  }
+}
+
 namespace {
 
 constexpr const char* kOp = "Produce";
-
-void ValidateProduce(const Outgoing& message, const ProduceOptions& options) {
-  if (message.tombstone && !options.compaction) {
-    throw InvalidArgument(kOp, "a tombstone needs compaction options");
-  }
-  if (options.compaction && !options.message_key) {
-    throw InvalidArgument(kOp, message.tombstone
-                                   ? "a tombstone needs a message key"
-                                   : "a compacted message needs a message key");
-  }
-  if (options.message_key) ValidateMessageKey(kOp, *options.message_key);
-  if (message.schema_version < 1 ||
-      message.schema_version > kMaxSchemaVersion) {
-    throw InvalidArgument(kOp, "schema_version must be in 1.." +
-                                   std::to_string(kMaxSchemaVersion) +
-                                   ", got " +
-                                   std::to_string(message.schema_version));
-  }
-}
 
 // Assigns the transaction its xid before the insert draws its message id.
 // The log cleaner's position turns final once every xid older than a pass's
@@ -129,7 +132,7 @@ ProduceResult RunCommitted(ClientCore& core, pg::Session s,
 ProduceResult Produce(ClientCore& core, const std::string& topic,
                       const Outgoing& message, const ProduceOptions& options) {
   ValidateTopicName(kOp, topic);
-  ValidateProduce(message, options);
+  ValidateProduce(kOp, message, options);
   // One statement in autocommit mode: message and head commit together.
   // WithTopic re-resolves a cached topic that was destroyed meanwhile.
   return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
@@ -141,7 +144,7 @@ ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
                           const Outgoing& message,
                           const ProduceOptions& options) {
   ValidateTopicName(kOp, topic);
-  ValidateProduce(message, options);
+  ValidateProduce(kOp, message, options);
   TxState& state = TxGate::State(tx);
   const pg::Session s = state.WritingSessionFor(kOp);
   // Resolved through the caller's transaction (a plain read: a topic that

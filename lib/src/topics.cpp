@@ -239,12 +239,15 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
                           pg::Params().Add(name));
   if (r.rows() == 0) throw TopicNotFound(kOp, name);
   const std::int64_t id = pg::Int64(r, 0, 0);
-  pg::ExecScript(session.conn, kOp,
-                 "DROP TABLE " + core.HeadTable(id) + ", " +
-                     core.MessageTable(id) + "; DROP FUNCTION IF EXISTS " +
-                     core.schema() + ".produce_" + std::to_string(id) +
-                     "(text, integer, bigint, jsonb), " + core.schema() +
-                     ".lock_" + std::to_string(id) + "(text, boolean)");
+  pg::ExecScript(
+      session.conn, kOp,
+      "DROP TABLE " + core.HeadTable(id) + ", " + core.MessageTable(id) +
+          "; DROP FUNCTION IF EXISTS " + core.schema() + ".produce_" +
+          std::to_string(id) +
+          "(text, integer, bigint, jsonb); DROP FUNCTION IF EXISTS " +
+          core.schema() + ".produce_batch_" + std::to_string(id) +
+          "(text[], integer[], bigint[], jsonb[]); DROP FUNCTION IF EXISTS " +
+          core.schema() + ".lock_" + std::to_string(id) + "(text, boolean)");
   NotifyTopicChange(core, session, name, "destroyed");
   tx.Commit();
   core.ForgetTopic(name);

@@ -77,6 +77,9 @@ struct Options {
   std::set<std::string> skip;      // sections left out (e.g. the smoke's "log")
   std::string schema;
   int keys = 10000;
+  // Batches (section "batch"): messages per ProduceBatch, thread counts.
+  int batch = 100;
+  std::vector<int> batch_threads = {1};
   // Log compaction (section "log"; RESULTS.md, run H-log).
   double log_seconds = 70;       // storage-bound run
   double log_retention_s = 10;   // its retention
@@ -318,6 +321,12 @@ class Bench {
   void CheckHeads(const std::string& topic, const std::string& when);
   std::string CleanerStatements();
 
+  // batches (Producer::ProduceBatch)
+  void SetupBatch();
+  Cell RunBatchLibrary(int threads, int batch);
+  Cell RunBatchPgbench(int threads, int batch);
+  void BatchSection();
+
   // report
   void Report();
 
@@ -335,6 +344,7 @@ class Bench {
   std::vector<std::string> lockforms_md_;
   std::vector<std::string> janitor_md_, stats_md_, sqlcheck_md_, log_md_,
       errors_;
+  std::vector<std::string> batch_md_;
   bool pgss_ = false;
   std::uint64_t cell_seq_ = 0;
   int postmaster_ = 0;
@@ -2389,6 +2399,225 @@ void Bench::LogIdlePass() {
   log_md_.push_back(last_statements);
 }
 
+// ------------------------------------------------------------ batches
+// Producer::ProduceBatch of o_.batch compacted messages over o_.keys keys
+// against single Produce (the same messages one per call) and against
+// pgbench running the batch statement the library sends. Messages/s is the
+// measure: one batch transaction carries o_.batch messages.
+
+// The library's batch statement (lib/src/produce_batch.cpp) without its
+// marker comment, with the parameters as pgbench variables.
+std::string BatchSql(const std::string& function, const std::string& keys) {
+  return "SELECT p.message_id, (extract(epoch FROM CASE WHEN "
+         "p.message_created_at IS NULL THEN NULL ELSE "
+         "least(greatest(p.message_created_at, '1900-01-01 "
+         "00:00+00'::timestamptz), '2200-01-01 00:00+00'::timestamptz) END) * "
+         "1e6)::bigint, p.advanced FROM " +
+         function + "(:" + keys +
+         "::text[], :svs::integer[], :ranks::bigint[], :payloads::jsonb[]) p;";
+}
+
+// n random keys of 1..keys as the text[] literal the library sends.
+std::string KeyArray(std::mt19937_64& rng, int n, int keys) {
+  std::string out = "{";
+  for (int i = 0; i < n; ++i) {
+    out += (i ? ",\"" : "\"") +
+           std::to_string(std::uniform_int_distribution<int>(1, keys)(rng)) +
+           "\"";
+  }
+  return out + "}";
+}
+
+std::string Repeat(const std::string& item, int n) {
+  std::string out = "{";
+  for (int i = 0; i < n; ++i) out += (i ? "," : "") + item;
+  return out + "}";
+}
+
+void Bench::SetupBatch() {
+  Client c = Client::Connect("", ClientOptions{o_.schema, 1, "bench-setup"});
+  c.Topic<Counter>("batch").Register();
+  Populate("batch", o_.keys);
+  for (auto& tab : {Head("batch"), Msg("batch")}) {
+    mon_.Exec("ALTER TABLE " + tab + " SET (autovacuum_enabled = false)");
+    mon_.Exec("VACUUM ANALYZE " + tab);
+  }
+}
+
+// batch == 0: single Produce calls.
+Cell Bench::RunBatchLibrary(int threads, int batch) {
+  const std::string app = "bench-lib";
+  return Measure(
+      "batch", batch ? "library-batch" : "library-single", threads, app,
+      [&](Cell& cell) {
+        Client client =
+            Client::Connect("", ClientOptions{o_.schema, threads, app});
+        auto producer = client.Topic<Counter>("batch").RegisterProducer();
+        const int keys = o_.keys;
+        struct S {
+          std::vector<compaction::Outgoing<Counter>> batch;
+        };
+        Workers(
+            cell, threads, [](int) { return std::make_unique<S>(); },
+            [&](S& s, std::mt19937_64& rng, std::int64_t&) {
+              auto key = [&] {
+                return std::to_string(
+                    std::uniform_int_distribution<int>(1, keys)(rng));
+              };
+              if (batch == 0) {
+                producer.Produce(Counter{1},
+                                 ProduceOptions{key(), CompactionOptions{0}});
+                return;
+              }
+              s.batch.clear();
+              for (int i = 0; i < batch; ++i) {
+                s.batch.push_back(
+                    {Counter{1}, ProduceOptions{key(), CompactionOptions{0}}});
+              }
+              producer.ProduceBatch(s.batch);
+            });
+      });
+}
+
+// pgbench picks one of kScripts scripts per transaction, each with its own
+// pre-drawn key array (pgbench has no string functions to draw one).
+Cell Bench::RunBatchPgbench(int threads, int batch) {
+  constexpr int kScripts = 64;
+  const std::string app = "bench-pgbench";
+  const fs::path dir = fs::path(o_.out) / "pgbench";
+  fs::create_directories(dir);
+  std::mt19937_64 rng(0xba7c4 + 7 * ++cell_seq_);
+  const std::string function =
+      q_ + ".produce_batch_" + std::to_string(TopicId("batch"));
+  std::string files, defines;
+  for (int i = 0; i < kScripts; ++i) {
+    const std::string var = "keys" + std::to_string(i);
+    const fs::path f = dir / ("batch_" + std::to_string(i) + ".sql");
+    std::ofstream(f) << BatchSql(function, var) << "\n";
+    files += " -f " + f.string();
+    defines += " -D '" + var + "=" + KeyArray(rng, batch, o_.keys) + "'";
+  }
+  defines += " -D 'svs=" + Repeat("1", batch) +
+             "' -D 'ranks=" + Repeat("0", batch) +
+             "' -D 'payloads=" + Repeat("\"{\\\"value\\\":1}\"", batch) + "'";
+  return Measure("batch", "pgbench-batch", threads, app, [&](Cell& cell) {
+    const std::string cmd =
+        "PGAPPNAME=" + app + " " + o_.pgbench + " -n -M prepared -c " +
+        std::to_string(threads) + " -j " + std::to_string(threads) + " -T " +
+        std::to_string(std::max(1, (int)std::lround(o_.duration))) + defines +
+        files + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    const int rc = pclose(p);
+    std::smatch m;
+    double tps = 0;
+    if (std::regex_search(
+            out, m,
+            std::regex(
+                R"(tps = ([0-9.]+) \(without initial connection time\))")))
+      tps = std::stod(m[1]);
+    if (std::regex_search(
+            out, m,
+            std::regex(
+                R"(number of transactions actually processed: ([0-9]+))")))
+      cell.tx = std::stoll(m[1]);
+    if (std::regex_search(out, m,
+                          std::regex(R"(latency average = ([0-9.]+) ms)")))
+      cell.lat_us.assign(1, std::stod(m[1]) * 1000);
+    cell.seconds = tps > 0 ? cell.tx / tps : o_.duration;
+    if (rc != 0 || tps == 0) {
+      ++cell.errors;
+      cell.note = "pgbench failed: " + out.substr(0, 600);
+    }
+  });
+}
+
+void Bench::BatchSection() {
+  SetupBatch();
+  const int batch = o_.batch;
+  std::vector<Cell> cells;
+  std::fprintf(stderr, "workload batch (%d messages)\n", batch);
+  for (int threads : o_.batch_threads) {
+    for (int round = 0; round < o_.rounds; ++round) {
+      std::vector<std::string> order = {"library-batch", "pgbench-batch",
+                                        "library-single"};
+      if (round % 2 == 1) std::reverse(order.begin(), order.end());
+      for (const auto& v : order) {
+        Cell c = v == "library-batch"    ? RunBatchLibrary(threads, batch)
+                 : v == "library-single" ? RunBatchLibrary(threads, 0)
+                                         : RunBatchPgbench(threads, batch);
+        c.round = round;
+        cells.push_back(std::move(c));
+      }
+    }
+  }
+  batch_md_.push_back(
+      "ProduceBatch of " + std::to_string(batch) +
+      " compacted messages (random keys of " + std::to_string(o_.keys) +
+      ", rank 0) against single Produce calls and against pgbench -M "
+      "prepared running the batch statement; " +
+      Fmt(o_.duration, 1) + " s cells, " + std::to_string(o_.rounds) +
+      " rounds alternating the order. messages/s = transactions x messages "
+      "per transaction / seconds; CPU per message over the whole cell.\n");
+  batch_md_.push_back(
+      "| threads | variant | messages/s | per round | p50 us/tx | client CPU "
+      "us/msg | server CPU us/msg | batch / single [per round] | library / "
+      "pgbench [per round] |");
+  batch_md_.push_back("|---|---|---|---|---|---|---|---|---|");
+  for (int threads : o_.batch_threads) {
+    std::map<std::string, std::vector<double>> rate;  // per round
+    std::map<std::string, double> msgs, secs, ccpu, scpu;
+    std::map<std::string, std::vector<double>> lat;
+    for (const Cell& c : cells) {
+      if (c.threads != threads) continue;
+      const double per = c.variant == "library-single" ? 1 : batch;
+      rate[c.variant].push_back(c.seconds > 0 ? c.tx * per / c.seconds : 0);
+      msgs[c.variant] += (c.tx + c.extra_tx) * per;
+      secs[c.variant] += c.seconds;
+      ccpu[c.variant] += c.client_cpu;
+      scpu[c.variant] += c.server_cpu;
+      lat[c.variant].insert(lat[c.variant].end(), c.lat_us.begin(),
+                            c.lat_us.end());
+    }
+    auto ratios = [&](const std::string& a, const std::string& b) {
+      std::string per;
+      double sum_a = 0, sum_b = 0;
+      for (size_t i = 0; i < rate[a].size() && i < rate[b].size(); ++i) {
+        per += (i ? " / " : "") +
+               (rate[b][i] > 0 ? Fmt(rate[a][i] / rate[b][i], 2) : "-");
+        sum_a += rate[a][i];
+        sum_b += rate[b][i];
+      }
+      return (sum_b > 0 ? "**" + Fmt(sum_a / sum_b, 2) + "**" : "-") + " [" +
+             per + "]";
+    };
+    for (const std::string v :
+         {"library-batch", "pgbench-batch", "library-single"}) {
+      if (!rate.count(v)) continue;
+      double all = 0;
+      std::string rounds;
+      for (size_t i = 0; i < rate[v].size(); ++i) {
+        all += rate[v][i];
+        rounds += (i ? " / " : "") + Fmt(rate[v][i]);
+      }
+      const double n = std::max(1.0, msgs[v]);
+      batch_md_.push_back(
+          "| " + std::to_string(threads) + " | " + v + " | " +
+          Fmt(all / rate[v].size()) + " | " + rounds + " | " +
+          Fmt(Percentiles(lat[v]).p50) + " | " + Fmt(1e6 * ccpu[v] / n, 1) +
+          " | " + Fmt(1e6 * scpu[v] / n, 1) + " | " +
+          (v == "library-batch" ? ratios(v, "library-single") : "") + " | " +
+          (v == "library-batch" ? ratios(v, "pgbench-batch") : "") + " |");
+    }
+  }
+  batch_md_.push_back(
+      "\npgbench's p50 is its average latency (no per-transaction log: 64 "
+      "scripts, each with its own pre-drawn key array, since pgbench cannot "
+      "build one).");
+}
+
 struct Agg {
   std::int64_t tx = 0, commits = 0, retries = 0, errors = 0;
   double seconds = 0, client_cpu = 0, server_cpu = 0, client_csw = 0;
@@ -2547,6 +2776,8 @@ void Bench::Report() {
     md << "\n### LockCompactionHead forms\n\n";
     for (auto& s : lockforms_md_) md << s << "\n";
   }
+  if (!batch_md_.empty()) md << "\n### Batches\n\n";
+  for (auto& s : batch_md_) md << s << "\n";
   md << "\n### Janitor\n\n";
   for (auto& s : janitor_md_) md << s << "\n";
   md << "\n### Stats\n\n";
@@ -2597,6 +2828,7 @@ int Bench::Run() {
   if (o_.only.count("lockforms")) {
     section("lockforms", [&] { LockFormsSection(); });
   }
+  if (want("batch")) section("batch", [&] { BatchSection(); });
   if (want("janitor")) section("janitor", [&] { JanitorSection(); });
   if (want("stats")) section("stats", [&] { StatsSection(); });
   const bool any_log = o_.only.empty() || o_.only.count("log") ||
@@ -2685,7 +2917,11 @@ int main(int argc, char** argv) {
     else if (a == "--log-heads") {
       o.log_heads.clear();
       for (int x : ParseInts(next())) o.log_heads.push_back(x);
-    } else if (a == "--variants") {
+    } else if (a == "--batch")
+      o.batch = std::stoi(next());
+    else if (a == "--batch-threads")
+      o.batch_threads = ParseInts(next());
+    else if (a == "--variants") {
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) o.variants.insert(x);
     } else {
@@ -2694,7 +2930,8 @@ int main(int argc, char** argv) {
           "usage: %s [--short] [--out DIR] [--duration S] [--rounds N] "
           "[--threads 1,4,16] "
           "[--janitor-rows N] [--janitor-cap S] [--topics N] [--pgbench PATH] "
-          "[--scripts DIR] [--only LIST] [--skip LIST] "
+          "[--scripts DIR] [--only LIST] [--skip LIST] [--batch N] "
+          "[--batch-threads 1,4] "
           "[--log-seconds S] [--log-rate N] [--log-phase S] [--log-cycles N] "
           "[--log-removable N] "
           "[--log-delete-rounds N] [--log-delete-cap S] [--log-heads "

@@ -10,7 +10,7 @@
 # throughput_*.dat,throughput.png} and always stops the cluster again.
 # A full run takes about 10-15 minutes on 2 cores, plus the log-compaction
 # section (issue 14) of about 17 minutes. Sections: --only with a list of
-# inc,hot,new,read,produce,sqlcheck,janitor,stats,log (log = log-storage,
+# inc,hot,new,read,produce,sqlcheck,batch,janitor,stats,log (log = log-storage,
 # log-tput,log-delete,log-idle); --skip LIST leaves sections out. E.g. the
 # run H-log of RESULTS.md:
 #

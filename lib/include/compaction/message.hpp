@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -76,6 +77,23 @@ struct ProduceResult {
   // produce of a lower one, so an old writer next to a newer one sees this
   // count grow instead of its values land.
   std::int64_t not_advanced = 0;
+};
+
+// The most messages one ProduceBatch call takes; a larger batch is
+// InvalidArgument (split it: each call is one transaction and one round
+// trip, and its four array parameters must stay well under PostgreSQL's
+// 1 GB limit on one value).
+inline constexpr std::size_t kMaxBatchSize = 10000;
+
+// One element of Producer<M>::ProduceBatch: a message and how to produce it.
+template <class M>
+struct Outgoing {
+  // Empty: a tombstone, which needs options.message_key and
+  // options.compaction (at M::kSchemaVersion). A RawMessage has no version
+  // of its own: its tombstone is a RawMessage{version, nullptr, true}, and
+  // an empty one is InvalidArgument.
+  std::optional<M> message;
+  ProduceOptions options;
 };
 
 template <class M>

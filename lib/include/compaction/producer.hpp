@@ -11,12 +11,16 @@
 
 #include <atomic>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "compaction/detail/entry_points.hpp"
+#include "compaction/detail/produce_batch.hpp"
 #include "compaction/message.hpp"
 #include "compaction/tx.hpp"
 
@@ -82,6 +86,32 @@ class Producer {
                               &tx);
   }
 
+  // Produces every message of `batch` in one transaction of its own and
+  // one round trip: the outcome of producing them one by one in input
+  // order (several versions of one key included), each compacted one by
+  // the winner rule of Produce. Results come in input order, ids
+  // ascending. The head rows of the batch's compacted keys are taken first,
+  // in key order, so concurrent batches over overlapping keys never
+  // deadlock each other. An element without a message is a tombstone (see
+  // Outgoing). Bad input in any element is InvalidArgument naming its
+  // index ("element 3: ..."), as is a batch of more than kMaxBatchSize
+  // messages, before anything is written. An empty batch sends nothing.
+  // A connection that breaks while the statement is in flight is
+  // CommitOutcomeUnknown, as for Produce.
+  std::vector<ProduceResult> ProduceBatch(std::span<const Outgoing<M>> batch) {
+    return CountBatch(
+        detail::ProduceBatch(*core_, nullptr, topic_.name, EncodeBatch(batch)),
+        batch);
+  }
+  // The same inside the caller's transaction: commits or rolls back with
+  // it (a batch that fails aborts it, like a failed ProduceInTx).
+  std::vector<ProduceResult> ProduceBatchInTx(
+      Tx& tx, std::span<const Outgoing<M>> batch) {
+    return CountBatch(
+        detail::ProduceBatch(*core_, &tx, topic_.name, EncodeBatch(batch)),
+        batch);
+  }
+
   // The topic as it was when this producer was registered.
   const TopicInfo& topic() const { return topic_; }
 
@@ -110,6 +140,52 @@ class Producer {
     return detail::Outgoing{
         detail::Codec<M>::SchemaVersion(message),
         detail::DumpPayload("Produce", detail::Codec<M>::Encode(message))};
+  }
+
+  static detail::Outgoing EncodeElement(const Outgoing<M>& element) {
+    if (element.message) {
+      if constexpr (std::same_as<M, RawMessage>) {
+        if (element.message->tombstone) {
+          return detail::Outgoing{element.message->schema_version,
+                                  std::string(), true};
+        }
+      }
+      return detail::Outgoing{
+          detail::Codec<M>::SchemaVersion(*element.message),
+          detail::DumpPayload(detail::kProduceBatchOp,
+                              detail::Codec<M>::Encode(*element.message))};
+    }
+    if constexpr (std::same_as<M, RawMessage>) {
+      throw InvalidArgument(detail::kProduceBatchOp,
+                            "a RawMessage tombstone names its schema "
+                            "version: RawMessage{version, nullptr, true}");
+    } else {
+      return detail::Outgoing{M::kSchemaVersion, std::string(), true};
+    }
+  }
+
+  static std::vector<detail::BatchElement> EncodeBatch(
+      std::span<const Outgoing<M>> batch) {
+    detail::CheckBatchSize(batch.size());
+    std::vector<detail::BatchElement> out;
+    out.reserve(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      try {
+        out.push_back(
+            detail::BatchElement{EncodeElement(batch[i]), &batch[i].options});
+      } catch (const InvalidArgument& e) {
+        detail::ThrowAtElement(i, e);
+      }
+    }
+    return out;
+  }
+
+  std::vector<ProduceResult> CountBatch(std::vector<ProduceResult> results,
+                                        std::span<const Outgoing<M>> batch) {
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      results[i] = Count(results[i], batch[i].options);
+    }
+    return results;
   }
 
   // Fills in not_advanced (see ProduceResult).

@@ -1,0 +1,220 @@
+// Producing a batch: every message in one call of the topic's
+// produce_batch_<id> (sql/topic_v1.sql), which takes the batch's head rows
+// in key order and then produces the messages one by one in input order.
+#include "compaction/detail/produce_batch.hpp"
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "commit_outcome.hpp"
+#include "compaction/tx.hpp"
+#include "core.hpp"
+#include "pg/sqlstate.hpp"
+#include "produce.hpp"
+#include "rows.hpp"
+#include "topics.hpp"
+#include "validate.hpp"
+
+namespace compaction::detail {
+namespace {
+
+constexpr const char* kOp = kProduceBatchOp;
+// A destroyed topic's function is gone with its tables: calling it is
+// undefined_function, where the single produce's table is undefined_table.
+constexpr std::string_view kUndefinedFunction = "42883";
+
+// An array element in the text form array_in reads: quoted, with quotes
+// and backslashes escaped, so any text (braces, commas, "NULL") stays
+// itself.
+void AppendQuoted(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
+struct Arrays {
+  std::string keys = "{", versions = "{", ranks = "{", payloads = "{";
+};
+
+Arrays BuildArrays(std::span<const BatchElement> batch) {
+  Arrays a;
+  std::size_t payload_bytes = 0;
+  for (const BatchElement& e : batch)
+    payload_bytes += e.message.payload_json.size();
+  a.payloads.reserve(payload_bytes + payload_bytes / 4 + 8 * batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const BatchElement& e = batch[i];
+    if (i > 0) {
+      a.keys += ',';
+      a.versions += ',';
+      a.ranks += ',';
+      a.payloads += ',';
+    }
+    if (e.options->message_key) {
+      AppendQuoted(a.keys, *e.options->message_key);
+    } else {
+      a.keys += "NULL";
+    }
+    a.versions += std::to_string(e.message.schema_version);
+    if (e.options->compaction) {
+      a.ranks += std::to_string(e.options->compaction->rank);
+    } else {
+      a.ranks += "NULL";
+    }
+    if (e.message.tombstone) {
+      a.payloads += "NULL";
+    } else {
+      AppendQuoted(a.payloads, e.message.payload_json);
+    }
+  }
+  a.keys += '}';
+  a.versions += '}';
+  a.ranks += '}';
+  a.payloads += '}';
+  // PostgreSQL refuses a value of 1 GB or more; better named here than as
+  // a server error with the batch already sent.
+  constexpr std::size_t kMaxValue = (std::size_t{1} << 30) - 1;
+  if (a.payloads.size() > kMaxValue || a.keys.size() > kMaxValue) {
+    throw InvalidArgument(kOp,
+                          "the batch's payloads or keys together exceed "
+                          "PostgreSQL's 1 GB limit on one value: split it");
+  }
+  return a;
+}
+
+pg::Statement BuildStatement(const ClientCore& core, std::int64_t topic_id,
+                             std::span<const BatchElement> batch) {
+  Arrays a = BuildArrays(batch);
+  pg::Statement st;
+  st.sql = "/* compaction:ProduceBatch */ SELECT p.message_id, " +
+           Micros("p.message_created_at") + ", p.advanced FROM " +
+           core.schema() + ".produce_batch_" + std::to_string(topic_id) +
+           "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[]) p";
+  st.params.Add(std::move(a.keys))
+      .Add(std::move(a.versions))
+      .Add(std::move(a.ranks))
+      .Add(std::move(a.payloads));
+  return st;
+}
+
+// The function returns its rows in input order (a set-returning function's
+// rows come back in the order it returned them).
+std::vector<ProduceResult> Decode(const pg::Result& r, std::size_t expected) {
+  const int n = r.rows();
+  if (n < 0 || static_cast<std::size_t>(n) != expected) {
+    throw InternalError(kOp, "the batch function returned " +
+                                 std::to_string(n) + " rows for " +
+                                 std::to_string(expected) + " messages");
+  }
+  std::vector<ProduceResult> out;
+  out.reserve(expected);
+  for (int row = 0; row < n; ++row) {
+    out.push_back(ProduceResult{pg::Int64(r, row, 0),
+                                FromMicros(pg::Int64(r, row, 1)),
+                                pg::Bool(r, row, 2), 0});
+  }
+  return out;
+}
+
+WrittenMessage Written(const TopicInfo& topic, const BatchElement& element,
+                       const ProduceResult& result) {
+  return WrittenMessage{topic.id, result.id, element.options->message_key,
+                        std::chrono::duration_cast<std::chrono::microseconds>(
+                            result.created_at.time_since_epoch())
+                            .count()};
+}
+
+bool TopicGone(const DatabaseError& e) {
+  return e.sqlstate() == pg::kUndefinedTable ||
+         e.sqlstate() == kUndefinedFunction;
+}
+
+// In a transaction of its own (an implicit one, as for Produce). When the
+// connection breaks during its COMMIT, the first message it got back is
+// looked for on a new connection: the batch committed whole or not at all.
+std::vector<ProduceResult> RunCommitted(ClientCore& core, pg::Session s,
+                                        const TopicInfo& topic,
+                                        std::span<const BatchElement> batch) {
+  pg::CommittedExec done;
+  try {
+    done = pg::ExecCommitted(s, kOp, BuildStatement(core, topic.id, batch));
+  } catch (const DatabaseError& e) {
+    // WithTopic re-resolves a destroyed topic on undefined_table.
+    if (e.sqlstate() == kUndefinedFunction) {
+      throw DatabaseError(kOp, std::string(pg::kUndefinedTable), e.what());
+    }
+    throw;
+  }
+  std::optional<std::vector<ProduceResult>> results;
+  if (done.rows) results = Decode(done.rows, batch.size());
+  if (!done.in_doubt && results) return *results;
+  std::optional<WrittenMessage> effect;
+  if (results) effect = Written(topic, batch[0], (*results)[0]);
+  ResolveBrokenCommit(core, kOp, s.server, effect);
+  if (!results) throw InternalError(kOp, "committed without a result");
+  return *results;
+}
+
+}  // namespace
+
+void CheckBatchSize(std::size_t size) {
+  if (size > kMaxBatchSize) {
+    throw InvalidArgument(
+        kOp, "a batch takes at most " + std::to_string(kMaxBatchSize) +
+                 " messages, got " + std::to_string(size) + ": split it");
+  }
+}
+
+void ThrowAtElement(std::size_t index, const InvalidArgument& error) {
+  std::string_view what = error.what();
+  const std::string prefix = error.operation() + ": ";
+  if (what.substr(0, prefix.size()) == prefix)
+    what.remove_prefix(prefix.size());
+  throw InvalidArgument(
+      kOp, "element " + std::to_string(index) + ": " + std::string(what));
+}
+
+std::vector<ProduceResult> ProduceBatch(ClientCore& core, Tx* tx,
+                                        const std::string& topic,
+                                        std::span<const BatchElement> batch) {
+  ValidateTopicName(kOp, topic);
+  CheckBatchSize(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    try {
+      ValidateProduce(kOp, batch[i].message, *batch[i].options);
+    } catch (const InvalidArgument& e) {
+      ThrowAtElement(i, e);
+    }
+  }
+  if (batch.empty()) return {};
+  if (tx == nullptr) {
+    return WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
+      return RunCommitted(core, s, t, batch);
+    });
+  }
+  TxState& state = TxGate::State(*tx);
+  const pg::Session s = state.WritingSessionFor(kOp);
+  // Resolved through the caller's transaction, as ProduceInTx does.
+  std::optional<TopicInfo> info = state.TouchedTopic(topic);
+  if (!info) info = ResolveTopic(core, s, kOp, topic);
+  try {
+    const pg::Statement st = BuildStatement(core, info->id, batch);
+    pg::Result r = pg::Exec(s, kOp, st.sql, st.params);
+    std::vector<ProduceResult> results = Decode(r, batch.size());
+    state.RememberTouchedTopic(*info);
+    state.RememberWritten(Written(*info, batch.back(), results.back()));
+    return results;
+  } catch (const DatabaseError& e) {
+    // Destroyed between the lookup and the call (the statement failed, so
+    // the transaction is aborted now).
+    if (TopicGone(e)) throw TopicNotFound(kOp, topic);
+    throw;
+  }
+}
+
+}  // namespace compaction::detail
