@@ -20,4 +20,7 @@ fi
 [[ $rc -eq 0 ]] || exit "$rc"
 # shellcheck disable=SC1091
 . "$dir/env"
+# Citus explains every DROP SCHEMA .. CASCADE of the tests' clean-up at
+# length; a test that reads notices asks for them on its own connection.
+export PGOPTIONS="-c client_min_messages=warning"
 "$@"
