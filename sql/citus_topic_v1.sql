@@ -81,3 +81,76 @@ BEGIN
   advanced := coalesce(advanced, false);
 END
 $produce$;
+
+-- LockCompactionHead in one call (the single-node lock_<id> of
+-- sql/topic_v1.sql, same signature and statuses), with every statement
+-- naming the partition so it routes to the key's shard. A lock_timeout the
+-- caller set with set_config() stays on the coordinator; re-set here with
+-- citus.propagate_set_commands = 'local', it reaches the worker the lock
+-- waits on. Once the lock is held the worker's lock_timeout goes back to
+-- its default (the caller restores the coordinator's own).
+CREATE OR REPLACE FUNCTION {schema}.lock_{id}(
+    p_key text, p_guarded boolean,
+    OUT status "char", OUT id bigint, OUT message_key text,
+    OUT schema_version integer, OUT compaction_rank bigint,
+    OUT created_at timestamptz, OUT payload jsonb)
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $lock$
+#variable_conflict use_column
+DECLARE
+  v_partition CONSTANT integer :=
+    ((pg_catalog.hashtextextended(p_key, 0::bigint) % {partitions}::bigint
+      + {partitions}::bigint) % {partitions}::bigint)::integer;
+  v_timeout CONSTANT text := pg_catalog.current_setting('lock_timeout');
+  v_head bigint;
+BEGIN
+  IF v_timeout <> '0' THEN
+    IF NOT p_guarded THEN
+      status := 'g';
+      RETURN;
+    END IF;
+    SET LOCAL citus.propagate_set_commands = 'local';
+    EXECUTE pg_catalog.format('SET LOCAL lock_timeout = %L', v_timeout);
+  END IF;
+  FOR v_round IN 1..16 LOOP
+    SELECT h.head_id INTO v_head FROM {schema}.compaction_head_{id} h
+      WHERE h.message_key = p_key AND h.partition = v_partition
+      FOR UPDATE OF h;
+    IF FOUND THEN
+      IF v_timeout <> '0' THEN
+        SET LOCAL lock_timeout TO DEFAULT;
+      END IF;
+      IF v_head IS NULL THEN
+        UPDATE {schema}.compaction_head_{id} h
+          SET updated_at = statement_timestamp(),
+              idle_since = statement_timestamp()
+          WHERE h.message_key = p_key AND h.partition = v_partition;
+        status := 'e';
+        RETURN;
+      END IF;
+      SELECT m.id, m.message_key, m.schema_version, m.compaction_rank,
+             m.created_at, m.payload
+        INTO id, message_key, schema_version, compaction_rank, created_at,
+             payload
+        FROM {schema}.message_{id} m
+        WHERE m.id = v_head AND m.partition = v_partition;
+      status := 'h';
+      RETURN;
+    END IF;
+    INSERT INTO {schema}.compaction_head_{id} (message_key, partition)
+      VALUES (p_key, v_partition)
+      ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO NOTHING;
+    IF FOUND THEN
+      IF v_timeout <> '0' THEN
+        SET LOCAL lock_timeout TO DEFAULT;
+      END IF;
+      status := 'e';
+      RETURN;
+    END IF;
+  END LOOP;
+  status := 'v';
+END
+$lock$;
+
+REVOKE ALL ON FUNCTION {schema}.lock_{id}(text, boolean) FROM PUBLIC;

@@ -2,7 +2,10 @@
 // (test/citus/with_cluster.sh): the distributed layout InstallSchema
 // installs and records, the refusal of a schema of the other profile, and
 // a one-key produce that commits on one worker without two-phase commit.
+#include <libpq-fe.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -33,6 +36,16 @@ struct RemoteCommands {
     return std::exchange(issued, {});
   }
 };
+
+// Collects what citus.log_remote_commands reports on a RawConn.
+void Collect(void* lines, const char* message) {
+  static_cast<std::vector<std::string>*>(lines)->push_back(message);
+}
+void LogRemoteCommands(RawConn& conn, std::vector<std::string>* lines) {
+  PQsetNoticeProcessor(conn.get(), Collect, lines);
+  conn.Query("SET client_min_messages = notice");
+  conn.Query("SET citus.log_remote_commands = on");
+}
 
 std::string Join(const std::vector<std::string>& lines) {
   std::string out;
@@ -174,4 +187,76 @@ TEST_CASE(
     }
   }
   admin.Query("DROP DATABASE " + name + " WITH (FORCE)");
+}
+
+TEST_CASE(
+    "a lock and a compacted produce of one key run on one worker with a "
+    "plain commit") {
+  LiveDb db;
+  compaction::TopicConfig config;
+  config.partitions = 4;
+  db.client().Topic<Counter>("lock-produce").Register(config);
+  const std::string id = std::to_string(db.TopicId("lock-produce"));
+  const std::string s = db.QuotedSchema();
+  RawConn conn;
+  std::vector<std::string> issued;
+  LogRemoteCommands(conn, &issued);
+  // A new key (the lock inserts its headless row), then a key with a head.
+  for (const char* expected : {"e", "h"}) {
+    conn.Query("BEGIN");
+    CHECK(conn.Value("SELECT status::text FROM " + s + ".lock_" + id +
+                     "('k', false)") == expected);
+    CHECK(conn.Value("SELECT advanced::text FROM " + s + ".produce_" + id +
+                     "('k', 1, 1, '{\"value\": 1}')") == "true");
+    conn.Query("COMMIT");
+  }
+  INFO(Join(issued));
+  CHECK(Count(issued, "FOR UPDATE") == 2);
+  CHECK(Count(issued, "issuing COMMIT") == 2);
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
+}
+
+TEST_CASE(
+    "a lock_timeout set with set_config reaches the worker the lock waits "
+    "on") {
+  LiveDb db;
+  compaction::TopicConfig config;
+  config.partitions = 4;
+  db.client().Topic<Counter>("timeout").Register(config);
+  const std::string id = std::to_string(db.TopicId("timeout"));
+  const std::string lock =
+      "SELECT status::text FROM " + db.QuotedSchema() + ".lock_" + id;
+  RawConn holder;
+  // A committed headless row first: an uncommitted one is invisible to a
+  // plain SELECT .. FOR UPDATE, which would not wait for it.
+  REQUIRE(holder.Value(lock + "('k', false)") == "e");
+  holder.Query("BEGIN");
+  REQUIRE(holder.Value(lock + "('k', false)") == "e");
+
+  RawConn waiter;
+  waiter.Query("BEGIN");
+  waiter.Query("SELECT pg_catalog.set_config('lock_timeout', '200ms', true)");
+  waiter.Query("SAVEPOINT guarded");
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(waiter.TryExec(lock + "('k', true)") == "55P03");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  waiter.Query("ROLLBACK TO SAVEPOINT guarded");
+  // The transaction goes on: another key locks at once.
+  CHECK(waiter.Value(lock + "('other', true)") == "e");
+  waiter.Query("ROLLBACK");
+
+  // Why lock_<id> re-sets it: the same lock as a plain statement keeps
+  // waiting on the worker until the coordinator's statement_timeout ends it.
+  RawConn plain;
+  plain.Query("BEGIN");
+  plain.Query(
+      "SELECT pg_catalog.set_config('lock_timeout', '200ms', true), "
+      "pg_catalog.set_config('statement_timeout', '2s', true)");
+  CHECK(plain.TryExec(
+            "SELECT h.head_id FROM " + db.HeadTable("timeout") +
+            " h WHERE h.message_key = 'k' AND h.partition = "
+            "((pg_catalog.hashtextextended('k', 0) % 4 + 4) % 4)::integer "
+            "FOR UPDATE OF h") == "57014");
+  plain.Query("ROLLBACK");
+  holder.Query("ROLLBACK");
 }
