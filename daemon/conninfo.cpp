@@ -1,99 +1,53 @@
 #include "daemon/conninfo.hpp"
 
-#include <libpq-fe.h>
-
+#include <compaction/conninfo.hpp>
+#include <compaction/errors.hpp>
 #include <cstdlib>
-#include <memory>
 #include <stdexcept>
 #include <utility>
 
 #include "daemon/log.hpp"
 
 namespace compactiond {
-namespace {
-
-struct OptionsFree {
-  void operator()(PQconninfoOption* o) const { PQconninfoFree(o); }
-};
-using OptionsPtr = std::unique_ptr<PQconninfoOption, OptionsFree>;
-
-// Null when `conninfo` does not parse; libpq's error text is dropped
-// because it can quote a password.
-OptionsPtr Parse(const std::string& conninfo) {
-  char* err = nullptr;
-  OptionsPtr options(PQconninfoParse(conninfo.c_str(), &err));
-  PQfreemem(err);
-  return options;
-}
-
-std::string Quote(const std::string& value) {
-  std::string out = "'";
-  for (char c : value) {
-    if (c == '\'' || c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  out.push_back('\'');
-  return out;
-}
-
-}  // namespace
 
 bool IsSecretKeyword(const std::string& keyword) {
-  return keyword == "password" || keyword == "sslpassword";
+  return compaction::IsSecretConninfoKeyword(keyword);
 }
 
 bool ConninfoHasSecret(const std::string& conninfo) {
-  if (conninfo.empty()) return false;
-  OptionsPtr options = Parse(conninfo);
-  if (!options) return false;
-  for (PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
-    if (IsSecretKeyword(o->keyword) && o->val != nullptr && o->val[0] != '\0') {
-      return true;
-    }
+  compaction::ConnParams params;
+  try {
+    params = compaction::ParseConninfo(conninfo);
+  } catch (const compaction::InvalidArgument&) {
+    return false;
+  }
+  for (const auto& [keyword, value] : params) {
+    if (IsSecretKeyword(keyword) && !value.empty()) return true;
   }
   return false;
 }
 
 std::string MaskConninfo(const std::string& conninfo) {
-  if (conninfo.empty()) return "";
-  try {
-    auto params = ConninfoParams(conninfo);
-    // Even an empty secret is masked: its length is nobody's business.
-    for (auto& [keyword, value] : params) {
-      if (IsSecretKeyword(keyword)) value = "********";
-    }
-    return RenderConninfo(params);
-  } catch (const std::invalid_argument&) {
-    return "<unparsable conninfo>";
-  }
+  return compaction::MaskConninfo(conninfo);
 }
 
 std::map<std::string, std::string> ConninfoParams(
     const std::string& conninfo,
     const std::map<std::string, std::string>& overrides) {
   std::map<std::string, std::string> params;
-  if (!conninfo.empty()) {
-    OptionsPtr options = Parse(conninfo);
-    if (!options) {
-      // Not libpq's message: it quotes the offending text, which can be a
-      // password (an unescaped '%' in a URI's user:password@, say).
-      throw std::invalid_argument("not a valid libpq conninfo or URI");
-    }
-    for (PQconninfoOption* o = options.get(); o->keyword != nullptr; ++o) {
-      if (o->val != nullptr) params[o->keyword] = o->val;
-    }
+  try {
+    params = compaction::ParseConninfo(conninfo);
+  } catch (const compaction::InvalidArgument&) {
+    // Not libpq's message: it quotes the offending text, which can be a
+    // password (an unescaped '%' in a URI's user:password@, say).
+    throw std::invalid_argument("not a valid libpq conninfo or URI");
   }
   for (const auto& [k, v] : overrides) params[k] = v;
   return params;
 }
 
 std::string RenderConninfo(const std::map<std::string, std::string>& params) {
-  std::string out;
-  for (const auto& [k, v] : params) {
-    if (!out.empty()) out.push_back(' ');
-    out.append(k).append("=").append(Quote(v));
-  }
-  return out;
+  return compaction::RenderConninfo(params);
 }
 
 std::map<std::string, std::string> ConnectionParams(const Settings& s) {

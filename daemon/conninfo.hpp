@@ -1,7 +1,7 @@
 // The daemon's connection parameters: libpq conninfo strings and URIs
-// parsed and masked for display, and the settings turned into the
-// keyword -> value parameters the library's Client and TopicEventListener
-// take (never rendered into a string and parsed again).
+// parsed and masked for display (by the library: compaction/conninfo.hpp), and
+// the settings turned into the keyword -> value parameters the library's Client
+// and TopicEventListener take (never rendered into a string and parsed again).
 //
 // The client's sessions get `-c statement_timeout=<stats-timeout>` in their
 // libpq `options` (appended to any the user set, or to PGOPTIONS), so the
@@ -29,20 +29,14 @@ bool IsSecretKeyword(const std::string& keyword);
 // anyway, without echoing it.
 bool ConninfoHasSecret(const std::string& conninfo);
 
-// The name this check had before sslpassword counted as a secret; same
-// function.
-inline bool ConninfoHasPassword(const std::string& conninfo) {
-  return ConninfoHasSecret(conninfo);
-}
-
 // `conninfo` with every secret replaced by "********", for display. An
 // unparsable string is shown as "<unparsable conninfo>" because it could
 // hide a secret in any shape.
 std::string MaskConninfo(const std::string& conninfo);
 
 // Parses `conninfo` into keyword → value (only set keywords), then applies
-// `overrides`. Throws std::invalid_argument with libpq's message when the
-// string does not parse.
+// `overrides`. Throws std::invalid_argument (not quoting the string) when
+// it does not parse.
 std::map<std::string, std::string> ConninfoParams(
     const std::string& conninfo,
     const std::map<std::string, std::string>& overrides = {});

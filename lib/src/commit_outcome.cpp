@@ -62,7 +62,7 @@ pg::ConnPtr ConnectBefore(ClientCore& core, Clock::time_point deadline) {
 // its transaction one way or the other (a terminated backend aborts before
 // its entry goes, a committed one has left the proc array). False on
 // timeout.
-bool BackendGone(PGconn* conn, int pid, Clock::time_point deadline) {
+bool BackendGone(pg_conn* conn, int pid, Clock::time_point deadline) {
   pg::Params params;
   params.Add(pid);
   for (;;) {
@@ -70,7 +70,7 @@ bool BackendGone(PGconn* conn, int pid, Clock::time_point deadline) {
                             "SELECT pg_catalog.count(*) FROM "
                             "pg_catalog.pg_stat_activity WHERE pid = $1",
                             params);
-    if (pg::Int64(r.get(), 0, 0) == 0) return true;
+    if (pg::Int64(r, 0, 0) == 0) return true;
     if (Left(deadline).count() == 0) return false;
     std::this_thread::sleep_for(milliseconds(10));
   }
@@ -83,7 +83,7 @@ struct Look {
   bool absence_counts = false;
 };
 
-Look LookFor(ClientCore& core, PGconn* conn, const WrittenMessage& m) {
+Look LookFor(ClientCore& core, pg_conn* conn, const WrittenMessage& m) {
   pg::Params params;
   params.Add(m.id).Add(m.key).Add(m.created_at_us).Add(m.topic_id);
   pg::Result r = pg::Exec(
@@ -99,10 +99,9 @@ Look LookFor(ClientCore& core, PGconn* conn, const WrittenMessage& m) {
           Micros("pg_catalog.clock_timestamp()"),
       params);
   Look look;
-  look.present = pg::Bool(r.get(), 0, 0);
-  const std::optional<std::int64_t> retention_ms = pg::OptInt64(r.get(), 0, 1);
-  const std::int64_t age_ms =
-      (pg::Int64(r.get(), 0, 2) - m.created_at_us) / 1000;
+  look.present = pg::Bool(r, 0, 0);
+  const std::optional<std::int64_t> retention_ms = pg::OptInt64(r, 0, 1);
+  const std::int64_t age_ms = (pg::Int64(r, 0, 2) - m.created_at_us) / 1000;
   look.absence_counts =
       retention_ms && age_ms + kRetentionMargin.count() < *retention_ms;
   return look;

@@ -49,7 +49,7 @@ bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
   const std::string lock = LockSql(core, topic);
   const pg::Params params = pg::Params().Add(topic.id).Add(consumer);
   pg::Result r = pg::Exec(s, kPollOp, lock, params);
-  if (PQntuples(r.get()) == 0) {
+  if (r.rows() == 0) {
     // Nothing free: every position is held, or none exists yet. Asked
     // first because an insert would wait on a held row (its holder's
     // update is uncommitted) instead of skipping it.
@@ -59,7 +59,7 @@ bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
                      " p WHERE p.topic_id = $1::bigint AND p.consumer = "
                      "$2::text)",
                  params);
-    if (pg::Bool(exists.get(), 0, 0)) return false;
+    if (pg::Bool(exists, 0, 0)) return false;
     // One that meets another instance's uncommitted insert waits for it,
     // then skips its rows.
     pg::Result made = pg::Exec(
@@ -75,11 +75,11 @@ bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
             .Add(consumer)
             .Add(std::string(kStartSnapshot))
             .Add(topic.partitions));
-    if (PQntuples(made.get()) == 0) return false;
+    if (made.rows() == 0) return false;
     r = pg::Exec(s, kPollOp, lock, params);
-    if (PQntuples(r.get()) == 0) return false;
+    if (r.rows() == 0) return false;
   }
-  const PGresult* row = r.get();
+  const pg::Result& row = r;
   partition = static_cast<int>(pg::Int64(row, 0, 0));
   position.done = std::string(pg::Text(row, 0, 1));
   if (!pg::IsNull(row, 0, 2)) position.read = std::string(pg::Text(row, 0, 2));
@@ -179,7 +179,7 @@ bool WaitForMessages(ClientCore& core, const std::string& topic,
                   HasNewSql(message) + ") ELSE EXISTS (SELECT 1 FROM " +
                   message + ") END",
               pg::Params().Add(t.id).Add(consumer));
-          return pg::Bool(r.get(), 0, 0);
+          return pg::Bool(r, 0, 0);
         });
     if (found) return true;
     const auto now = std::chrono::steady_clock::now();

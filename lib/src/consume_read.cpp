@@ -124,30 +124,29 @@ Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
                               .Add(at.cursor_id.value_or(0))
                               .Add(limit));
   Window out;
-  out.snapshot = std::string(pg::Text(r.get(), 0, 0));
-  const int n = PQntuples(r.get());
+  out.snapshot = std::string(pg::Text(r, 0, 0));
+  const int n = r.rows();
   for (int row = 0; row < n; ++row) {
-    if (pg::IsNull(r.get(), row, 1)) break;  // the empty window's one row
+    if (pg::IsNull(r, row, 1)) break;  // the empty window's one row
     RawDelivery d;
     // Raw payloads: decoding (and its typed errors) is the template's.
-    d.stored.id = pg::Int64(r.get(), row, 1);
-    d.stored.message_key = std::string(pg::Text(r.get(), row, 2));
-    d.stored.schema_version = static_cast<int>(pg::Int64(r.get(), row, 3));
-    d.stored.compaction_rank = pg::OptInt64(r.get(), row, 4);
-    d.stored.created_at = FromMicros(pg::Int64(r.get(), row, 5));
+    d.stored.id = pg::Int64(r, row, 1);
+    d.stored.message_key = std::string(pg::Text(r, row, 2));
+    d.stored.schema_version = static_cast<int>(pg::Int64(r, row, 3));
+    d.stored.compaction_rank = pg::OptInt64(r, row, 4);
+    d.stored.created_at = FromMicros(pg::Int64(r, row, 5));
     d.stored.message.schema_version = d.stored.schema_version;
-    if (pg::IsNull(r.get(), row, 6)) {
+    if (pg::IsNull(r, row, 6)) {
       d.stored.message.tombstone = true;
     } else {
       try {
-        d.stored.message.payload =
-            nlohmann::json::parse(pg::Text(r.get(), row, 6));
+        d.stored.message.payload = nlohmann::json::parse(pg::Text(r, row, 6));
       } catch (const nlohmann::json::exception& e) {
         throw MessageDecodeError(kOp, d.stored.id, e.what());
       }
     }
-    out.last_xid = std::string(pg::Text(r.get(), row, 7));
-    d.head = pg::Bool(r.get(), row, 8);
+    out.last_xid = std::string(pg::Text(r, row, 7));
+    d.head = pg::Bool(r, row, 8);
     out.rows.push_back(std::move(d));
   }
   return out;

@@ -30,7 +30,7 @@ int Client::ResetConsumer(const std::string& topic, const std::string& consumer,
             ".topic t WHERE t.id = p.topic_id AND t.name = $1::text AND "
             "p.consumer = $2::text",
         pg::Params().Add(topic).Add(consumer));
-    return std::atoi(PQcmdTuples(r.get()));
+    return r.AffectedRows();
   });
 }
 
@@ -47,7 +47,7 @@ int Client::DropConsumer(const std::string& topic,
             ".topic t WHERE t.id = p.topic_id AND t.name = $1::text AND "
             "p.consumer = $2::text",
         pg::Params().Add(topic).Add(consumer));
-    return std::atoi(PQcmdTuples(r.get()));
+    return r.AffectedRows();
   });
 }
 

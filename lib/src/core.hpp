@@ -83,7 +83,7 @@ class TxState {
         session_((*lease).session()),
         lease_(std::move(lease)),
         borrowed_(false) {}
-  explicit TxState(PGconn* borrowed)
+  explicit TxState(pg_conn* borrowed)
       : session_{borrowed, nullptr}, borrowed_(true) {}
 
   pg::Session session() const { return session_; }

@@ -65,9 +65,9 @@ bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
       s, kOp,
       {{LockSql(core, topic_id), pg::Params().Add(key)},
        {LockedHeadSql(core, topic_id), pg::Params().Add(key)}});
-  const PGresult* locked = r[0].get();
-  const PGresult* message = r[1].get();
-  if (PQntuples(locked) == 1) {
+  const pg::Result& locked = r[0];
+  const pg::Result& message = r[1];
+  if (locked.rows() == 1) {
     if (pg::IsNull(locked, 0, 0)) {
       // Locked again: restart the headless row's TTL under our lock.
       pg::Exec(s, kOp, RefreshHeadlessSql(core, topic_id),
@@ -76,7 +76,7 @@ bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
       return true;
     }
     // The row lock keeps the head where the lock found it.
-    if (PQntuples(message) != 1 ||
+    if (message.rows() != 1 ||
         pg::OptInt64(message, 0, 0) != pg::OptInt64(locked, 0, 0)) {
       // Cannot happen: a head and its message commit together, and our
       // row lock pins head_id between the two statements.
@@ -92,7 +92,7 @@ bool TryLockRound(ClientCore& core, pg::Session s, std::int64_t topic_id,
   pg::Result inserted = pg::Exec(s, kOp, InsertHeadlessSql(core, topic_id),
                                  pg::Params().Add(key));
   head.reset();
-  return PQntuples(inserted.get()) == 1;  // our new row is locked by us
+  return inserted.rows() == 1;  // our new row is locked by us
 }
 
 std::optional<RawStored> LockLoop(ClientCore& core, pg::Session s,
@@ -123,7 +123,7 @@ std::string EnterSavepoint(pg::Session s,
                          "; SELECT pg_catalog.current_setting('lock_timeout'), "
                          "pg_catalog.set_config('lock_timeout', '" +
                          std::to_string(timeout->count()) + "ms', true)");
-  return std::string(pg::Text(old.get(), 0, 0));
+  return std::string(pg::Text(old, 0, 0));
 }
 
 // Releases the savepoint, first restoring the lock_timeout EnterSavepoint
@@ -212,8 +212,8 @@ std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,
                 " m ON m.id = h.head_id WHERE h.message_key = $1 "
                 "AND m.payload IS NOT NULL",
             pg::Params().Add(key));
-        if (PQntuples(r.get()) == 0) return std::nullopt;
-        return ParseStored(kOp, r.get(), 0, 0);
+        if (r.rows() == 0) return std::nullopt;
+        return ParseStored(kOp, r, 0, 0);
       });
 }
 
@@ -231,7 +231,7 @@ std::vector<RawStored> ListHeads(ClientCore& core, const std::string& topic,
             " m ON m.id = h.head_id WHERE h.message_key > $1 "
             "AND m.payload IS NOT NULL ORDER BY h.message_key LIMIT $2",
         pg::Params().Add(options.after_key).Add(options.limit));
-    return ParseAllStored(kOp, r.get());
+    return ParseAllStored(kOp, r);
   });
 }
 
@@ -250,7 +250,7 @@ std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
                      (with_tombstones ? "" : "AND m.payload IS NOT NULL ") +
                      "ORDER BY m.id DESC LIMIT $2",
                  pg::Params().Add(key).Add(limit));
-    return ParseAllStored(kOp, r.get());
+    return ParseAllStored(kOp, r);
   });
 }
 

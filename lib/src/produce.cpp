@@ -84,7 +84,7 @@ pg::Statement BuildProduce(const ClientCore& core, const TopicInfo& topic,
   return st;
 }
 
-ProduceResult Decode(const PGresult* r) {
+ProduceResult Decode(const pg::Result& r) {
   return ProduceResult{pg::Int64(r, 0, 0), FromMicros(pg::Int64(r, 0, 1)),
                        pg::Bool(r, 0, 2), 0};
 }
@@ -102,7 +102,7 @@ ProduceResult Run(ClientCore& core, pg::Session s, const TopicInfo& topic,
                   const Outgoing& message, const ProduceOptions& options) {
   const pg::Statement st = BuildProduce(core, topic, message, options);
   pg::Result r = pg::Exec(s, kOp, st.sql, st.params);
-  return Decode(r.get());
+  return Decode(r);
 }
 
 // A produce in a transaction of its own. When the connection breaks during
@@ -114,7 +114,7 @@ ProduceResult RunCommitted(ClientCore& core, pg::Session s,
   pg::CommittedExec done =
       pg::ExecCommitted(s, kOp, BuildProduce(core, topic, message, options));
   std::optional<ProduceResult> result;
-  if (done.rows) result = Decode(done.rows.get());
+  if (done.rows) result = Decode(done.rows);
   if (!done.in_doubt && result) return *result;
   std::optional<WrittenMessage> effect;
   if (result) effect = Written(topic, options, *result);

@@ -48,8 +48,8 @@ inline std::chrono::system_clock::time_point FromMicros(std::int64_t us) {
           std::chrono::microseconds(us)));
 }
 
-inline RawStored ParseStored(const char* operation, const PGresult* r, int row,
-                             int col) {
+inline RawStored ParseStored(const char* operation, const pg::Result& r,
+                             int row, int col) {
   RawStored out;
   out.id = pg::Int64(r, row, col);
   out.message_key = std::string(pg::Text(r, row, col + 1));
@@ -61,18 +61,19 @@ inline RawStored ParseStored(const char* operation, const PGresult* r, int row,
     out.message.tombstone = true;  // payload stays JSON null
     return out;
   }
-  const char* text = PQgetvalue(r, row, col + 5);
-  const std::size_t length = PQgetlength(r, row, col + 5);
+  const std::string_view payload = pg::Text(r, row, col + 5);
+  const char* text = payload.data();
+  const std::size_t length = payload.size();
   out.message.payload = ParseStoredPayload(operation, out.id, text, length);
   out.message.payload_text.assign(text, length);
   return out;
 }
 
 inline std::vector<RawStored> ParseAllStored(const char* operation,
-                                             const PGresult* r) {
+                                             const pg::Result& r) {
   std::vector<RawStored> out;
-  out.reserve(PQntuples(r));
-  for (int row = 0; row < PQntuples(r); ++row) {
+  out.reserve(r.rows());
+  for (int row = 0; row < r.rows(); ++row) {
     out.push_back(ParseStored(operation, r, row, 0));
   }
   return out;

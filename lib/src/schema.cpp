@@ -47,7 +47,7 @@ void ValidateInstallableSchema(const ClientCore& core, const char* operation) {
   }
 }
 
-std::string SystemBaseline(const ClientCore& core, PGconn* conn) {
+std::string SystemBaseline(const ClientCore& core, pg_conn* conn) {
   return sql::Render(
       sql::k_system_v1,
       {{"{schema}", core.schema()},
@@ -57,7 +57,7 @@ std::string SystemBaseline(const ClientCore& core, PGconn* conn) {
 }
 
 // The distributed layout, run after the system baseline.
-std::string CitusLayout(const ClientCore& core, PGconn* conn) {
+std::string CitusLayout(const ClientCore& core, pg_conn* conn) {
   return sql::Render(
       sql::k_citus_v1,
       {{"{schema}", core.schema()},
@@ -76,7 +76,7 @@ Profile DatabaseProfile(pg::Session session, const char* operation) {
   pg::Result r = pg::Exec(session, operation,
                           "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension "
                           "WHERE extname = 'citus')");
-  return pg::Bool(r.get(), 0, 0) ? Profile::kCitus : Profile::kSingle;
+  return pg::Bool(r, 0, 0) ? Profile::kCitus : Profile::kSingle;
 }
 
 // Errors a concurrent installer can cause us: both pass IF NOT EXISTS (or
@@ -223,7 +223,7 @@ std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
   pg::Result exists = pg::Exec(
       session, operation, "SELECT pg_catalog.to_regclass($1::text) IS NOT NULL",
       pg::Params().Add(core.schema() + ".schema_version"));
-  if (!pg::Bool(exists.get(), 0, 0)) return std::nullopt;
+  if (!pg::Bool(exists, 0, 0)) return std::nullopt;
   // The fingerprint and profile through to_jsonb: a database from a build
   // before the columns existed answers NULL instead of failing the
   // statement. The database's own profile in the same round trip.
@@ -233,21 +233,19 @@ std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
       "pg_catalog.to_jsonb(v) ->> 'profile', EXISTS (SELECT FROM "
       "pg_catalog.pg_extension WHERE extname = 'citus') FROM " +
           core.schema() + ".schema_version v WHERE v.topic_id IS NULL");
-  if (PQntuples(r.get()) == 0) return 0;
-  const int version = static_cast<int>(pg::Int64(r.get(), 0, 0));
-  const std::string fingerprint = pg::IsNull(r.get(), 0, 1)
-                                      ? std::string()
-                                      : std::string(pg::Text(r.get(), 0, 1));
+  if (r.rows() == 0) return 0;
+  const int version = static_cast<int>(pg::Int64(r, 0, 0));
+  const std::string fingerprint =
+      pg::IsNull(r, 0, 1) ? std::string() : std::string(pg::Text(r, 0, 1));
   if (version != kSystemBaselineVersion) return version;
-  const std::string installed = pg::IsNull(r.get(), 0, 2)
-                                    ? "single"
-                                    : std::string(pg::Text(r.get(), 0, 2));
+  const std::string installed =
+      pg::IsNull(r, 0, 2) ? "single" : std::string(pg::Text(r, 0, 2));
   const Profile profile =
       installed == "citus" ? Profile::kCitus : Profile::kSingle;
   // The profile first: a layout for the other kind of database is the
   // larger mismatch, whatever build installed it.
   const Profile database =
-      pg::Bool(r.get(), 0, 3) ? Profile::kCitus : Profile::kSingle;
+      pg::Bool(r, 0, 3) ? Profile::kCitus : Profile::kSingle;
   if (profile != database) {
     throw SchemaProfileMismatch(operation, "schema " + core.schema(), version,
                                 ProfileName(profile), ProfileName(database));

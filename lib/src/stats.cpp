@@ -170,8 +170,8 @@ void EstimateOverLimit(const char* operation, ClientCore& core, pg::Session s,
                               .Add(core.schema())
                               .Add(core.options().schema));
   std::unordered_map<std::int64_t, std::int64_t> estimate;
-  for (int row = 0; row < PQntuples(r.get()); ++row) {
-    estimate.emplace(pg::Int64(r.get(), row, 0), pg::Int64(r.get(), row, 1));
+  for (int row = 0; row < r.rows(); ++row) {
+    estimate.emplace(pg::Int64(r, row, 0), pg::Int64(r, row, 1));
   }
   for (TopicOverview& t : topics) {
     if (!t.stats.headless_rows_estimated) continue;
@@ -205,7 +205,7 @@ std::string StatsScript(const char* marker, const std::string& select) {
 }
 
 TopicStats ParseStats(const char* operation, const TopicInfo& topic,
-                      const PGresult* r, int row, std::int64_t limit,
+                      const pg::Result& r, int row, std::int64_t limit,
                       bool with_version) {
   if (with_version) {
     // The same gate as ResolveTopic.
@@ -247,7 +247,7 @@ TopicStats QueryStats(const char* operation, ClientCore& core, pg::Session s,
   pg::Result r = pg::ExecScript(
       s, operation,
       StatsScript("Stats", StatsSelect(core, s, t.id, limit, with_version)));
-  return ParseStats(operation, t, r.get(), 0, limit, with_version);
+  return ParseStats(operation, t, r, 0, limit, with_version);
 }
 
 bool TopicExists(ClientCore& core, pg::Session s, std::int64_t id) {
@@ -255,7 +255,7 @@ bool TopicExists(ClientCore& core, pg::Session s, std::int64_t id) {
     pg::Result r = pg::Exec(
         s, kListOp, "SELECT 1 FROM " + core.schema() + ".topic WHERE id = $1",
         pg::Params().Add(id));
-    return PQntuples(r.get()) > 0;
+    return r.rows() > 0;
   } catch (const DatabaseError& e) {
     RethrowSchemaMissing(core, kListOp, e);
   }
@@ -312,8 +312,8 @@ void ListChunk(ClientCore& core, pg::Session s, std::span<TopicInfo> chunk,
     return;
   }
   std::unordered_map<std::int64_t, int> rows;
-  for (int row = 0; row < PQntuples(r.get()); ++row) {
-    rows.emplace(pg::Int64(r.get(), row, kTopicId), row);
+  for (int row = 0; row < r.rows(); ++row) {
+    rows.emplace(pg::Int64(r, row, kTopicId), row);
   }
   for (TopicInfo& t : chunk) {
     const auto it = rows.find(t.id);
@@ -323,7 +323,7 @@ void ListChunk(ClientCore& core, pg::Session s, std::span<TopicInfo> chunk,
       continue;
     }
     try {
-      TopicStats stats = ParseStats(kListOp, t, r.get(), it->second, limit,
+      TopicStats stats = ParseStats(kListOp, t, r, it->second, limit,
                                     /*with_version=*/true);
       out.push_back(TopicOverview{std::move(t), std::move(stats), {}});
     } catch (const SchemaVersionMismatch& e) {

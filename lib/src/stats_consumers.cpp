@@ -24,17 +24,17 @@ void AddConsumerLag(const char* operation, pg::Session s,
                pg::Params().Add(std::to_string(cap)));
   std::unordered_map<std::string, TopicOverview*> by_name;
   for (TopicOverview& t : topics) by_name.emplace(t.info.name, &t);
-  for (int row = 0; row < PQntuples(r.get()); ++row) {
-    const auto it = by_name.find(std::string(pg::Text(r.get(), row, 0)));
+  for (int row = 0; row < r.rows(); ++row) {
+    const auto it = by_name.find(std::string(pg::Text(r, row, 0)));
     if (it == by_name.end()) continue;
     ConsumerLag c;
-    c.consumer = std::string(pg::Text(r.get(), row, 1));
-    c.partitions = static_cast<int>(pg::Int64(r.get(), row, 2));
-    c.lag_messages = pg::Int64(r.get(), row, 3);
-    c.lag_messages_capped = pg::Bool(r.get(), row, 4);
-    c.lag = std::chrono::milliseconds(pg::Int64(r.get(), row, 5));
-    c.last_poll_at = OptTime(r.get(), row, 6);
-    c.inactive = pg::Bool(r.get(), row, 7);
+    c.consumer = std::string(pg::Text(r, row, 1));
+    c.partitions = static_cast<int>(pg::Int64(r, row, 2));
+    c.lag_messages = pg::Int64(r, row, 3);
+    c.lag_messages_capped = pg::Bool(r, row, 4);
+    c.lag = std::chrono::milliseconds(pg::Int64(r, row, 5));
+    c.last_poll_at = OptTime(r, row, 6);
+    c.inactive = pg::Bool(r, row, 7);
     it->second->stats.consumers.push_back(std::move(c));
   }
 }

@@ -50,7 +50,7 @@ std::string CleanerSql(const ClientCore& core) {
          "$2::text || '.message_' || t.id::text)::oid";
 }
 
-void ParseCleaner(const PGresult* r, int row, TopicStats& out) {
+void ParseCleaner(const pg::Result& r, int row, TopicStats& out) {
   out.cleaner_lag = std::chrono::milliseconds(pg::Int64(r, row, 1));
   out.tombstoned_keys = pg::OptInt64(r, row, 2).value_or(0);
   out.last_tombstones_expired = pg::OptInt64(r, row, 3).value_or(0);
@@ -69,7 +69,7 @@ void ParseCleaner(const PGresult* r, int row, TopicStats& out) {
 
 }  // namespace
 
-std::optional<JanitorState::TimePoint> OptTime(const PGresult* r, int row,
+std::optional<JanitorState::TimePoint> OptTime(const pg::Result& r, int row,
                                                int col) {
   const std::optional<std::int64_t> us = pg::OptInt64(r, row, col);
   if (!us) return std::nullopt;
@@ -111,8 +111,8 @@ void CountInvalid(const char* operation, ClientCore& core, pg::Session s,
     return;
   }
   std::unordered_map<std::int64_t, std::int64_t> rows;
-  for (int row = 0; row < PQntuples(r.get()); ++row) {
-    rows.emplace(pg::Int64(r.get(), row, 0), pg::Int64(r.get(), row, 1));
+  for (int row = 0; row < r.rows(); ++row) {
+    rows.emplace(pg::Int64(r, row, 0), pg::Int64(r, row, 1));
   }
   for (TopicOverview& t : topics) {
     const auto it = rows.find(t.info.id);
@@ -147,13 +147,13 @@ void AddCleanerStats(const char* operation, ClientCore& core, pg::Session s,
     return;
   }
   std::unordered_map<std::int64_t, int> rows;
-  for (int row = 0; row < PQntuples(r.get()); ++row) {
-    rows.emplace(pg::Int64(r.get(), row, 0), row);
+  for (int row = 0; row < r.rows(); ++row) {
+    rows.emplace(pg::Int64(r, row, 0), row);
   }
   for (TopicOverview& t : topics) {
     const auto it = rows.find(t.info.id);
     if (t.error.empty() && it != rows.end()) {
-      ParseCleaner(r.get(), it->second, t.stats);
+      ParseCleaner(r, it->second, t.stats);
     }
   }
 }

@@ -23,7 +23,7 @@ inline constexpr const char* kBadBefore = "'-infinity'::timestamptz";
 inline constexpr const char* kBadAfter = "pg_catalog.now() + interval '1 hour'";
 
 // A nullable timestamp column read as ShortMicros/Micros.
-std::optional<JanitorState::TimePoint> OptTime(const PGresult* r, int row,
+std::optional<JanitorState::TimePoint> OptTime(const pg::Result& r, int row,
                                                int col);
 
 // Errors that concern one topic's own tables or rows rather than the

@@ -23,7 +23,7 @@ constexpr const char* kTopicColumns =
     "t.tombstone_retention_ms, t.partitions, t.consumer_inactive_after_ms";
 constexpr int kTopicColumnCount = 7;
 
-TopicInfo ParseTopic(const PGresult* r, int row) {
+TopicInfo ParseTopic(const pg::Result& r, int row) {
   using std::chrono::milliseconds;
   return TopicInfo{pg::Int64(r, row, 0),
                    std::string(pg::Text(r, row, 1)),
@@ -43,7 +43,7 @@ std::optional<std::int64_t> Millis(
 // The topic's recorded baseline, version and fingerprint in columns `col`
 // and `col + 1` (NULL when none is recorded), must be this build's.
 void CheckTopicVersion(const char* operation, const TopicInfo& topic,
-                       const PGresult* r, int col) {
+                       const pg::Result& r, int col) {
   const int version =
       pg::IsNull(r, 0, col) ? 0 : static_cast<int>(pg::Int64(r, 0, col));
   std::optional<std::string> fingerprint;
@@ -90,8 +90,7 @@ void UpdateChangedSettings(ClientCore& core, pg::Session s,
                               "SELECT " + differs + " FROM " + core.schema() +
                                   ".topic t WHERE t.name = $1::text",
                               params);
-  if (PQntuples(found.get()) == 0 || pg::IsNull(found.get(), 0, 0) ||
-      !pg::Bool(found.get(), 0, 0)) {
+  if (found.rows() == 0 || pg::IsNull(found, 0, 0) || !pg::Bool(found, 0, 0)) {
     return;  // new (register_topic applies the settings) or unchanged
   }
   try {
@@ -150,11 +149,11 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
   } catch (const DatabaseError& e) {
     RethrowSchemaMissing(core, operation, e);
   }
-  if (PQntuples(r.get()) == 0) throw TopicNotFound(operation, name);
-  TopicInfo topic = ParseTopic(r.get(), 0);
-  CheckTopicVersion(operation, topic, r.get(), kTopicColumnCount);
+  if (r.rows() == 0) throw TopicNotFound(operation, name);
+  TopicInfo topic = ParseTopic(r, 0);
+  CheckTopicVersion(operation, topic, r, kTopicColumnCount);
   if (lock_timeout != nullptr) {
-    *lock_timeout = pg::Text(r.get(), 0, kTopicColumnCount + 2);
+    *lock_timeout = pg::Text(r, 0, kTopicColumnCount + 2);
   }
   return topic;
 }
@@ -216,8 +215,8 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
       RethrowSchemaMissing(core, kOp, e);
     }
   });
-  TopicInfo topic = ParseTopic(r.get(), 0);
-  CheckTopicVersion(kOp, topic, r.get(), kTopicColumnCount);
+  TopicInfo topic = ParseTopic(r, 0);
+  CheckTopicVersion(kOp, topic, r, kTopicColumnCount);
   core.CacheTopic(topic);
   return topic;
 }
@@ -238,8 +237,8 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
                           "DELETE FROM " + core.schema() +
                               ".topic WHERE name = $1::text RETURNING id",
                           pg::Params().Add(name));
-  if (PQntuples(r.get()) == 0) throw TopicNotFound(kOp, name);
-  const std::int64_t id = pg::Int64(r.get(), 0, 0);
+  if (r.rows() == 0) throw TopicNotFound(kOp, name);
+  const std::int64_t id = pg::Int64(r, 0, 0);
   pg::ExecScript(session.conn, kOp,
                  "DROP TABLE " + core.HeadTable(id) + ", " +
                      core.MessageTable(id) + "; DROP FUNCTION IF EXISTS " +
@@ -273,8 +272,8 @@ std::vector<TopicInfo> Client::ListTopics() const {
       detail::RethrowSchemaMissing(*core_, "ListTopics", e);
     }
     std::vector<TopicInfo> out;
-    for (int row = 0; row < PQntuples(r.get()); ++row) {
-      out.push_back(detail::ParseTopic(r.get(), row));
+    for (int row = 0; row < r.rows(); ++row) {
+      out.push_back(detail::ParseTopic(r, row));
     }
     return out;
   });

@@ -75,7 +75,7 @@ pg::Session TxState::WritingSessionFor(const char* operation) {
   pg::Result r =
       pg::Exec(s, operation,
                "SELECT pg_catalog.current_setting('transaction_isolation')");
-  const std::string level(pg::Text(r.get(), 0, 0));
+  const std::string level(pg::Text(r, 0, 0));
   if (level != "read committed") {
     throw InvalidArgument(
         operation, "the borrowed transaction runs at isolation level " + level +

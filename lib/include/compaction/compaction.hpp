@@ -2,6 +2,7 @@
 #pragma once
 
 #include "compaction/client.hpp"
+#include "compaction/conninfo.hpp"
 #include "compaction/consumer.hpp"
 #include "compaction/errors.hpp"
 #include "compaction/janitor.hpp"

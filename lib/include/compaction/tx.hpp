@@ -12,7 +12,7 @@
 
 #include "compaction/export.hpp"
 
-struct pg_conn;  // libpq's PGconn; no public header includes libpq-fe.h
+struct pg_conn;  // libpq's connection; no public header includes libpq-fe.h
 
 namespace compaction {
 

@@ -1,5 +1,7 @@
 #include "pg/connect_error.hpp"
 
+#include <libpq-fe.h>
+
 #include <string>
 
 #include "compaction/errors.hpp"

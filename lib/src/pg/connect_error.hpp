@@ -3,11 +3,11 @@
 // too many connections: worth a retry).
 #pragma once
 
-#include <libpq-fe.h>
+struct pg_conn;
 
 namespace compaction::pg {
 
 // Throws for `conn`, whose attempt failed (CONNECTION_BAD or null).
-[[noreturn]] void ThrowConnectFailure(const char* operation, PGconn* conn);
+[[noreturn]] void ThrowConnectFailure(const char* operation, pg_conn* conn);
 
 }  // namespace compaction::pg

@@ -1,8 +1,8 @@
 #include "pg/connection.hpp"
 
+#include <libpq-fe.h>
 #include <poll.h>
 
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -78,7 +78,7 @@ const std::string& PreparedCache::Prepare(PGconn* conn, const char* operation,
 Result ExecUnchecked(Session session, const char* operation,
                      const std::string& sql, const Params& params) {
   const std::vector<const char*> values = params.Pointers();
-  Result result;
+  Result result(nullptr, operation);
   if (session.cache != nullptr) {
     const std::string& name =
         session.cache->Prepare(session.conn, operation, sql, params.size());
@@ -243,6 +243,7 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
     ThrowError(operation, session.conn, nullptr);
   }
   if (with_settings) results.erase(results.begin() + settings_at);
+  for (Result& r : results) r.set_operation(operation);
   return results;
 }
 
@@ -270,16 +271,17 @@ ServerIdentity ReadServerIdentity(PGconn* conn, const char* operation) {
       "pg_catalog.pg_backend_pid() FROM pg_catalog.pg_control_system() s",
       0, nullptr, nullptr, nullptr, nullptr, 0));
   ServerIdentity identity;
-  if (!Succeeded(r.get()) || PQntuples(r.get()) != 1) {
+  if (!Succeeded(r.get()) || r.rows() != 1) {
     if (PQstatus(conn) != CONNECTION_OK || SaysConnectionGone(r.get())) {
       ThrowError(operation, conn, r.get());
     }
     return identity;  // unknown: e.g. a server without pg_control_system
   }
   identity.backend_pid = PQbackendPID(conn);
-  if (Int64(r.get(), 0, 2) != identity.backend_pid) return identity;
-  identity.system_identifier = std::string(Text(r.get(), 0, 0));
-  identity.started = std::string(Text(r.get(), 0, 1));
+  r.set_operation(operation);
+  if (r.Int64(0, 2) != identity.backend_pid) return identity;
+  identity.system_identifier = std::string(r.Text(0, 0));
+  identity.started = std::string(r.Text(0, 1));
   return identity;
 }
 
@@ -290,8 +292,8 @@ bool DefaultIsReadCommitted(PGconn* conn) {
   Result r(PQexec(conn,
                   "SELECT pg_catalog.current_setting("
                   "'default_transaction_isolation')"));
-  return Succeeded(r.get()) && PQntuples(r.get()) == 1 &&
-         std::string_view(PQgetvalue(r.get(), 0, 0)) == "read committed";
+  return Succeeded(r.get()) && r.rows() == 1 &&
+         r.Text(0, 0) == "read committed";
 }
 
 bool LooksAlive(PGconn* conn) {
@@ -323,8 +325,7 @@ bool JudgeCommitted(Session session, const char* operation,
   };
   bool gone = !session.open() || !left;
   for (const Result& r : results) gone = gone || SaysConnectionGone(r.get());
-  if (ok(commit) &&
-      std::string_view(PQcmdStatus(results[commit].get())) == "COMMIT") {
+  if (ok(commit) && results[commit].CommandTag() == "COMMIT") {
     return false;
   }
   // A statement before COMMIT refused by the server (an error with a
@@ -378,6 +379,7 @@ CommittedExec ExecInBlock(Session session, const char* operation,
       !sent || JudgeCommitted(session, operation, results, commit, left);
   if (results.size() > commit - 1 && Succeeded(results[commit - 1].get())) {
     out.rows = std::move(results[commit - 1]);
+    out.rows.set_operation(operation);
   }
   return out;
 }
@@ -426,6 +428,7 @@ CommittedExec ExecImplicit(Session session, const char* operation,
     out.in_doubt = true;  // sent, and nothing came back
     return out;
   }
+  out.rows.set_operation(operation);
   if (synced && refused == nullptr) return out;  // committed
   // The commit refused (a deferred constraint), and the server then said it
   // is ready again: nothing committed. Without that ReadyForQuery the error
@@ -458,7 +461,7 @@ CommittedExec ExecCommitted(Session session, const char* operation,
 }
 
 Result ExecScript(PGconn* conn, const char* operation, const std::string& sql) {
-  Result result(PQexec(conn, sql.c_str()));
+  Result result(PQexec(conn, sql.c_str()), operation);
   if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());
   return result;
 }
@@ -470,6 +473,12 @@ Result ExecScript(Session session, const char* operation,
   }
   return ExecScript(session.conn, operation,
                     *session.local_settings + "; " + sql);
+}
+
+bool Session::open() const { return PQstatus(conn) == CONNECTION_OK; }
+
+bool Session::in_pipeline() const {
+  return PQpipelineStatus(conn) != PQ_PIPELINE_OFF;
 }
 
 TransactionStatus Session::transaction_status() const {
@@ -486,6 +495,14 @@ TransactionStatus Session::transaction_status() const {
       break;
   }
   return TransactionStatus::kUnknown;
+}
+
+void ConnDeleter::operator()(pg_conn* c) const noexcept { PQfinish(c); }
+
+CancelHandle::CancelHandle(pg_conn* conn) : cancel_(PQgetCancel(conn)) {}
+
+void CancelHandle::Free::operator()(pg_cancel* c) const noexcept {
+  PQfreeCancel(c);
 }
 
 void CancelHandle::Send() const noexcept {
@@ -508,7 +525,7 @@ bool Commit(Session session, const char* operation) {
     ThrowError(operation, session.conn, r.get());
   }
   // An aborted transaction answers COMMIT with the tag ROLLBACK.
-  return std::string_view(PQcmdStatus(r.get())) != "ROLLBACK";
+  return r.CommandTag() != "ROLLBACK";
 }
 
 void RollbackQuietly(Session session) {
@@ -531,24 +548,6 @@ constexpr std::pair<const char*, const char*> kConnectionDefaults[] = {
 };
 
 }  // namespace
-
-ConnParams ParseConninfo(const std::string& conninfo, const char* operation) {
-  // libpq's parse errors quote the offending text, which can be a password:
-  // say only that it is wrong.
-  char* parse_error = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(conninfo.c_str(), &parse_error);
-  PQfreemem(parse_error);
-  if (parsed == nullptr) {
-    throw InvalidArgument(
-        operation, "conninfo is not a valid libpq connection string or URI");
-  }
-  ConnParams params;
-  for (PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
-    if (o->val != nullptr) params[o->keyword] = o->val;
-  }
-  PQconninfoFree(parsed);
-  return params;
-}
 
 std::string PinnedOptions(std::string options) {
   // Appended last, so it wins over an earlier -c search_path (or isolation)
@@ -758,27 +757,6 @@ std::string QuoteLiteral(PGconn* conn, const std::string& value) {
   std::string out(quoted);
   PQfreemem(quoted);
   return out;
-}
-
-std::int64_t Int64(const PGresult* r, int row, int col) {
-  const std::string_view text = Text(r, row, col);
-  std::int64_t value = 0;
-  const auto [ptr, ec] =
-      std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size()) {
-    throw InternalError(
-        "decode", "not an integer: column " + std::string(PQfname(r, col)));
-  }
-  return value;
-}
-
-std::optional<std::int64_t> OptInt64(const PGresult* r, int row, int col) {
-  if (IsNull(r, row, col)) return std::nullopt;
-  return Int64(r, row, col);
-}
-
-bool Bool(const PGresult* r, int row, int col) {
-  return Text(r, row, col) == "t";
 }
 
 [[noreturn]] void ThrowError(const char* operation, PGconn* conn,

@@ -1,12 +1,9 @@
-// RAII over libpq: results, connections, cancel handles and the one Exec
-// helper that checks the status of every statement and throws the mapped
-// compaction::Error. This directory is the only code that drives a libpq
-// connection (connecting, sending, transaction and pipeline state, COMMIT,
-// ROLLBACK, cancelling); elsewhere results are read as PGresult, through
-// PQntuples and the field helpers below.
+// RAII over libpq: connections, cancel handles and the one Exec helper that
+// checks the status of every statement and throws the mapped
+// compaction::Error. This directory is the only code that includes libpq:
+// elsewhere a connection is an opaque pg_conn* handed to these functions and
+// results are read through pg::Result.
 #pragma once
-
-#include <libpq-fe.h>
 
 #include <cstdint>
 #include <map>
@@ -19,18 +16,18 @@
 #include <vector>
 
 #include "compaction/options.hpp"
+#include "pg/conninfo.hpp"
+#include "pg/result.hpp"
+
+struct pg_conn;    // libpq's PGconn
+struct pg_cancel;  // libpq's PGcancel
 
 namespace compaction::pg {
 
-struct ResultDeleter {
-  void operator()(PGresult* r) const noexcept { PQclear(r); }
-};
-using Result = std::unique_ptr<PGresult, ResultDeleter>;
-
 struct ConnDeleter {
-  void operator()(PGconn* c) const noexcept { PQfinish(c); }
+  void operator()(pg_conn* c) const noexcept;
 };
-using ConnPtr = std::unique_ptr<PGconn, ConnDeleter>;
+using ConnPtr = std::unique_ptr<pg_conn, ConnDeleter>;
 
 // Text-format statement parameters; nullopt is SQL NULL.
 class Params {
@@ -64,7 +61,7 @@ std::string RandomStatementPrefix();
 class PreparedCache {
  public:
   // Returns the statement name for `sql`, preparing it on first use.
-  const std::string& Prepare(PGconn* conn, const char* operation,
+  const std::string& Prepare(pg_conn* conn, const char* operation,
                              const std::string& sql, int n_params);
   void Clear() {
     names_.clear();
@@ -114,12 +111,12 @@ struct ServerIdentity {
 };
 // Reads `conn`'s identity. Throws ConnectionLost when the connection
 // breaks; any other failure leaves it unknown.
-ServerIdentity ReadServerIdentity(PGconn* conn, const char* operation);
+ServerIdentity ReadServerIdentity(pg_conn* conn, const char* operation);
 
 // A connection plus the statement cache that belongs to it; the cache is
 // null for a borrowed connection, whose session state is not ours.
 struct Session {
-  PGconn* conn = nullptr;
+  pg_conn* conn = nullptr;
   PreparedCache* cache = nullptr;
   // SQL setting the connection's startup settings for the current
   // transaction only (LocalSettingsSql), or null/empty. Exec, ExecPipelined
@@ -134,8 +131,8 @@ struct Session {
   // may then run as an implicit transaction (ExecCommitted).
   bool read_committed_default = false;
 
-  bool open() const { return PQstatus(conn) == CONNECTION_OK; }
-  bool in_pipeline() const { return PQpipelineStatus(conn) != PQ_PIPELINE_OFF; }
+  bool open() const;
+  bool in_pipeline() const;
   TransactionStatus transaction_status() const;
 };
 
@@ -143,7 +140,7 @@ struct Session {
 // valid while that connection lives; Send() may run on any thread.
 class CancelHandle {
  public:
-  explicit CancelHandle(PGconn* conn) : cancel_(PQgetCancel(conn)) {}
+  explicit CancelHandle(pg_conn* conn);
   // Asks the server to cancel whatever the connection runs now (an idle
   // backend ignores it). Blocks on the network; never throws: a failed
   // request leaves the statement running, as if it came too late.
@@ -151,9 +148,9 @@ class CancelHandle {
 
  private:
   struct Free {
-    void operator()(PGcancel* c) const noexcept { PQfreeCancel(c); }
+    void operator()(pg_cancel* c) const noexcept;
   };
-  std::unique_ptr<PGcancel, Free> cancel_;  // null when PQgetCancel failed
+  std::unique_ptr<pg_cancel, Free> cancel_;  // null when PQgetCancel failed
 };
 
 // Runs one parameterized statement; throws the mapped error unless it
@@ -197,14 +194,14 @@ CommittedExec ExecCommitted(Session session, const char* operation,
                             const Statement& statement);
 // Whether the session's default_transaction_isolation is READ COMMITTED
 // (false when it cannot tell). One round trip.
-bool DefaultIsReadCommitted(PGconn* conn);
+bool DefaultIsReadCommitted(pg_conn* conn);
 // False when an idle connection is known to be dead: the server closed it
 // or sent an error (a terminated backend, a server shut down) while it was
 // idle. Reads what is pending without waiting.
-bool LooksAlive(PGconn* conn);
+bool LooksAlive(pg_conn* conn);
 // Runs a parameterless script (several statements) with the simple query
 // protocol; returns the last result.
-Result ExecScript(PGconn* conn, const char* operation, const std::string& sql);
+Result ExecScript(pg_conn* conn, const char* operation, const std::string& sql);
 // The same, with the session's local settings prepended when the script
 // starts a transaction (a multi-statement query is one transaction, and a
 // BEGIN in it takes the statements before it in).
@@ -238,13 +235,6 @@ inline constexpr const char* kClientEncoding = "UTF8";
 // `options` (a libpq startup options string) with the pins appended, so
 // they win over any search_path or isolation the caller set there.
 std::string PinnedOptions(std::string options);
-
-// libpq keyword -> value.
-using ConnParams = std::map<std::string, std::string>;
-
-// The keywords a conninfo (keyword/value string or URI) sets; throws
-// InvalidArgument, without quoting it, when it does not parse.
-ConnParams ParseConninfo(const std::string& conninfo, const char* operation);
 
 // `params` as every connection the library opens gets them: search_path
 // and isolation pinned (kPinnedOptions, appended to their or PGOPTIONS'
@@ -281,7 +271,7 @@ ConnPtr Connect(const ConnParams& params, const std::string& application_name,
 // Sends the notices and warnings `conn` receives to `*handler` (dropped when
 // `handler` is null or empty) instead of libpq's default, which prints them
 // on the application's stderr. `handler` must outlive the connection.
-void RouteNotices(PGconn* conn, const NoticeHandler* handler);
+void RouteNotices(pg_conn* conn, const NoticeHandler* handler);
 
 // The parameter arrays PQconnectdbParams and PQconnectStartParams take;
 // valid while `params` lives.
@@ -292,27 +282,19 @@ struct ParamArrays {
 };
 
 // libpq's error message of `conn` without the trailing newline.
-std::string TrimmedErrorMessage(PGconn* conn);
+std::string TrimmedErrorMessage(pg_conn* conn);
 
 // A quoted identifier, e.g. "my schema".
-std::string QuoteIdentifier(PGconn* conn, const std::string& name);
-std::string QuoteLiteral(PGconn* conn, const std::string& value);
-
-// Field access helpers; row/column indices are the caller's contract.
-inline bool IsNull(const PGresult* r, int row, int col) {
-  return PQgetisnull(r, row, col) != 0;
-}
-inline std::string_view Text(const PGresult* r, int row, int col) {
-  return {PQgetvalue(r, row, col),
-          static_cast<std::size_t>(PQgetlength(r, row, col))};
-}
-std::int64_t Int64(const PGresult* r, int row, int col);
-std::optional<std::int64_t> OptInt64(const PGresult* r, int row, int col);
-bool Bool(const PGresult* r, int row, int col);
+std::string QuoteIdentifier(pg_conn* conn, const std::string& name);
+std::string QuoteLiteral(pg_conn* conn, const std::string& value);
 
 // Throws the compaction::Error that a failed result (or a broken
 // connection, when `result` is null) maps to. See sqlstate.cpp.
-[[noreturn]] void ThrowError(const char* operation, PGconn* conn,
-                             const PGresult* result);
+[[noreturn]] void ThrowError(const char* operation, pg_conn* conn,
+                             const pg_result* result);
+[[noreturn]] inline void ThrowError(const char* operation, pg_conn* conn,
+                                    const Result& result) {
+  ThrowError(operation, conn, result.get());
+}
 
 }  // namespace compaction::pg

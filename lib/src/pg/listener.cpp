@@ -1,4 +1,5 @@
 // TopicEventListener: the LISTEN connection, on the pg layer's RAII types.
+#include <libpq-fe.h>
 #include <poll.h>
 
 #include <cerrno>
@@ -94,7 +95,7 @@ bool TopicEventListener::Connect(std::chrono::milliseconds slice) {
   // and then hands the server connection that listens to other clients, so
   // nothing would ever arrive. Its clients see a backend pid of its own
   // making, not the server's.
-  if (pg::Int64(listen.get(), 0, 0) != PQbackendPID(conn)) {
+  if (listen.Int64(0, 0) != PQbackendPID(conn)) {
     throw InvalidArgument(kOp,
                           "LISTEN cannot work on this connection: a connection "
                           "pooler sits between it and the server (the session "

@@ -50,7 +50,7 @@ class Connection {
         local_settings_(std::move(local_settings)),
         server_(ReadServerIdentity(conn_.get(), "Connect")),
         read_committed_default_(DefaultIsReadCommitted(conn_.get())) {}
-  PGconn* get() const { return conn_.get(); }
+  pg_conn* get() const { return conn_.get(); }
   // The thread that acquired it last; none for a connection never leased.
   std::thread::id last_user() const { return last_user_; }
   void set_last_user(std::thread::id id) { last_user_ = id; }

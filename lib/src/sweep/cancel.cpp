@@ -6,7 +6,7 @@
 
 namespace compaction::sweep {
 
-StatementCanceller::StatementCanceller(PGconn* conn, std::stop_token stop)
+StatementCanceller::StatementCanceller(pg_conn* conn, std::stop_token stop)
     : cancel_(conn), stop_(std::move(stop)) {}
 
 bool PauseUnlessStopped(std::stop_token stop, std::chrono::milliseconds pause) {

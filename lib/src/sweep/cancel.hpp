@@ -15,7 +15,7 @@ namespace compaction::sweep {
 
 class StatementCanceller {
  public:
-  StatementCanceller(PGconn* conn, std::stop_token stop);
+  StatementCanceller(pg_conn* conn, std::stop_token stop);
 
   // Sends the cancel request; blocks on the network.
   struct Send {

@@ -63,7 +63,7 @@ std::optional<Claim> Claim::Take(
                    "(j.claimed_until IS NULL OR j.claimed_until < "
                    "pg_catalog.now() OR j.claimed_by = $2::text)"),
       pg::Params().Add(topic_id).Add(claim.owner_).Add(IntervalText(ttl)));
-  if (PQntuples(r.get()) == 1) return claim;
+  if (r.rows() == 1) return claim;
   pg::Result h = pg::Exec(
       s, operation,
       "SELECT CASE WHEN claimed_until > pg_catalog.now() THEN claimed_by END "
@@ -72,11 +72,11 @@ std::optional<Claim> Claim::Take(
       pg::Params().Add(topic_id));
   // The state row goes with the topic (ON DELETE CASCADE): no row means the
   // topic was destroyed after the caller resolved it.
-  if (PQntuples(h.get()) == 0) throw TopicNotFound(operation, topic_name);
+  if (h.rows() == 0) throw TopicNotFound(operation, topic_name);
   // No live claim, yet the claim skipped the row: a transaction holds it.
-  holder = pg::IsNull(h.get(), 0, 0) ? "(another transaction holds the " +
-                                           std::string(ledger.table) + " row)"
-                                     : std::string(pg::Text(h.get(), 0, 0));
+  holder = pg::IsNull(h, 0, 0) ? "(another transaction holds the " +
+                                     std::string(ledger.table) + " row)"
+                               : std::string(pg::Text(h, 0, 0));
   return std::nullopt;
 }
 
@@ -86,7 +86,7 @@ bool Claim::Renew(std::chrono::milliseconds ttl) {
                Update("claimed_until = pg_catalog.now() + $3::interval",
                       "j.claimed_by = $2::text"),
                pg::Params().Add(topic_id_).Add(owner_).Add(IntervalText(ttl)));
-  return PQntuples(r.get()) == 1;
+  return r.rows() == 1;
 }
 
 void Claim::Record(std::int64_t rows, const std::string& error) {

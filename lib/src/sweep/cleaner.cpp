@@ -91,11 +91,11 @@ void CleanerBatches::Load(pg::Session s, std::int64_t topic_id) {
           core_.schema() + ".log_cleaner_state c JOIN " + core_.schema() +
           ".topic t ON t.id = c.topic_id WHERE c.topic_id = $1",
       pg::Params().Add(topic_id));
-  if (PQntuples(r.get()) != 1) {
+  if (r.rows() != 1) {
     // The claim just read this row; only a Destroy can have removed it.
     throw TopicNotFound(kOperation, "id " + std::to_string(topic_id));
   }
-  const PGresult* row = r.get();
+  const pg::Result& row = r;
   auto load = [&](Cursor& c, int col, bool forever) {
     c.position = pg::Int64(row, 0, col);
     c.pending = pg::OptInt64(row, 0, col + 1);
@@ -130,11 +130,11 @@ CleanerBatches::Step CleanerBatches::TombstoneStep(pg::Session s,
           .Add(tombstones_.at)
           .Add(static_cast<std::int64_t>(options_.batch_size)));
   Step step;
-  step.deleted = pg::Int64(r.get(), 0, 0);
-  step.expired = pg::Int64(r.get(), 0, 1);
-  step.frontier = pg::Int64(r.get(), 0, 2);
-  step.full = pg::Bool(r.get(), 0, 3);
-  step.xmax = pg::Text(r.get(), 0, 4);
+  step.deleted = pg::Int64(r, 0, 0);
+  step.expired = pg::Int64(r, 0, 1);
+  step.frontier = pg::Int64(r, 0, 2);
+  step.full = pg::Bool(r, 0, 3);
+  step.xmax = pg::Text(r, 0, 4);
   return step;
 }
 
@@ -158,12 +158,11 @@ CleanerBatches::Step CleanerBatches::MessageStep(pg::Session s,
           .Add(messages_.at)
           .Add(static_cast<std::int64_t>(options_.batch_size)));
   Step step;
-  step.deleted = pg::Int64(r.get(), 0, 0);
-  step.frontier = pg::Int64(r.get(), 0, 2);
-  step.full = pg::Bool(r.get(), 0, 3);
-  step.xmax = pg::Text(r.get(), 0, 4);
-  if (!pg::IsNull(r.get(), 0, 5))
-    step.next_created_at = pg::Text(r.get(), 0, 5);
+  step.deleted = pg::Int64(r, 0, 0);
+  step.frontier = pg::Int64(r, 0, 2);
+  step.full = pg::Bool(r, 0, 3);
+  step.xmax = pg::Text(r, 0, 4);
+  if (!pg::IsNull(r, 0, 5)) step.next_created_at = pg::Text(r, 0, 5);
   return step;
 }
 
@@ -179,7 +178,7 @@ void CleanerBatches::CountTombstonedKeys(pg::Session s, std::int64_t topic_id) {
                    .Add(topic_id)
                    .Add(tombstones_.position)
                    .Add(kMaxTombstonedKeysCounted));
-  tombstoned_keys_ = pg::Int64(r.get(), 0, 0);
+  tombstoned_keys_ = pg::Int64(r, 0, 0);
 }
 
 // Stores the positions and counters in the batch's own transaction, so

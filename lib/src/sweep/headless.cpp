@@ -34,10 +34,10 @@ Batch HeadlessBatches::RunBatch(pg::Session s, std::int64_t topic_id) {
       "/* compaction:SweepHeadless */ SELECT * FROM " + core_.schema() +
           ".sweep_headless($1::bigint, $2::bigint, $3::timestamptz, $4::text)",
       params);
-  const std::int64_t deleted = pg::Int64(r.get(), 0, 0);
+  const std::int64_t deleted = pg::Int64(r, 0, 0);
   if (deleted > 0) {
-    cursor_ = Cursor{std::string(pg::Text(r.get(), 0, 1)),
-                     std::string(pg::Text(r.get(), 0, 2))};
+    cursor_ =
+        Cursor{std::string(pg::Text(r, 0, 1)), std::string(pg::Text(r, 0, 2))};
   }
   pg::ExecScript(s, kOperation, "COMMIT");
   // A short batch means the sweep caught up.
