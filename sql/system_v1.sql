@@ -77,11 +77,17 @@ CREATE TABLE IF NOT EXISTS {schema}.topic (
 -- baseline the topic's generated tables were created from. Pre-v1 a
 -- baseline changes in place under the same version number, so the library
 -- also records a fingerprint (a hash of the baseline's SQL text) and
--- refuses a database whose fingerprint is not its own.
+-- refuses a database whose fingerprint is not its own. `profile` (on the
+-- system row only) says which layout was installed: 'single' (one
+-- PostgreSQL) or 'citus' (sql/citus_v1.sql, when the database has the citus
+-- extension); a library meeting the other one refuses.
 CREATE TABLE IF NOT EXISTS {schema}.schema_version (
   topic_id     bigint REFERENCES {schema}.topic (id) ON DELETE CASCADE,
   version      integer NOT NULL,
   fingerprint  text NOT NULL,
+  profile      text
+               CONSTRAINT schema_version_profile_valid CHECK (
+                 profile IN ('single', 'citus')),
   installed_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
   CONSTRAINT schema_version_subject UNIQUE NULLS NOT DISTINCT (topic_id)
 );
@@ -663,6 +669,19 @@ BEGIN
 END
 $grant_topic$;
 
+-- Turns a new topic's tables into the layout of the installed profile. A
+-- no-op on one PostgreSQL; sql/citus_v1.sql replaces it with the
+-- distribution.
+CREATE OR REPLACE FUNCTION {schema}.distribute_topic(
+    p_topic_id bigint, p_partitions integer)
+  RETURNS void
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $distribute_topic$
+BEGIN
+END
+$distribute_topic$;
+
 -- Topic registration: upserts the topic row and, when it is new, creates
 -- its tables from the topic baseline, records their version, adds the
 -- janitor bookkeeping row and grants the shipped roles their privileges.
@@ -712,7 +731,9 @@ BEGIN
   -- Only the name: a new row takes every setting's column default.
   INSERT INTO {schema}.topic AS t (name, partitions)
   VALUES (p_name, coalesce(p_partitions, 1))
-  ON CONFLICT (name) DO UPDATE SET updated_at = pg_catalog.now()
+  -- The proposed row's default, which is now(): Citus allows only IMMUTABLE
+  -- functions in DO UPDATE SET.
+  ON CONFLICT (name) DO UPDATE SET updated_at = excluded.updated_at
   RETURNING t.id, t.name, t.headless_ttl_ms, t.retention_ms,
             t.tombstone_retention_ms, t.xmax = '0'::xid, t.partitions,
             t.consumer_inactive_after_ms
@@ -761,6 +782,7 @@ BEGIN
       pg_catalog.replace(v_template, '{id}'::text, id::text),
       '{partitions}'::text, partitions::text),
       pg_catalog.concat('{', 'schema}'), v_schema);
+    PERFORM {schema}.distribute_topic(id, partitions);
     version := 1;
     fingerprint := {topic_fingerprint};
     INSERT INTO {schema}.schema_version (topic_id, version, fingerprint)
@@ -858,6 +880,8 @@ REVOKE ALL ON FUNCTION
   {schema}.register_topic(text, bigint, bigint, bigint, integer, bigint)
   FROM PUBLIC;
 REVOKE ALL ON FUNCTION {schema}.grant_topic(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION {schema}.distribute_topic(bigint, integer)
+  FROM PUBLIC;
 -- A trigger runs its function without checking EXECUTE: nobody needs it.
 REVOKE ALL ON FUNCTION {schema}.refuse_created_at_change() FROM PUBLIC;
 REVOKE ALL ON FUNCTION {schema}.refuse_message_change() FROM PUBLIC;

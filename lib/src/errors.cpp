@@ -59,6 +59,39 @@ SchemaVersionMismatch::SchemaVersionMismatch(
       found_(version),
       expected_(version) {}
 
+SchemaVersionMismatch::SchemaVersionMismatch(std::string operation,
+                                             Detail detail, int found,
+                                             int expected)
+    : Error(std::move(operation), detail.message),
+      found_(found),
+      expected_(expected) {}
+
+namespace {
+std::string ProfileText(const std::string& profile) {
+  if (profile == "citus") return "a Citus cluster (profile citus)";
+  if (profile == "single") return "one PostgreSQL (profile single)";
+  return "an unknown profile";  // typed in by hand: not repeated
+}
+}  // namespace
+
+SchemaProfileMismatch::SchemaProfileMismatch(std::string operation,
+                                             const std::string& subject,
+                                             int version,
+                                             std::string installed_profile,
+                                             std::string database_profile)
+    : SchemaVersionMismatch(
+          std::move(operation),
+          Detail{
+              subject + " was installed for " + ProfileText(installed_profile) +
+              " but the database is " + ProfileText(database_profile) +
+              (database_profile == "citus" ? " (it has the citus extension)"
+                                           : " (it has no citus extension)") +
+              ": the layouts differ; install into a new schema or "
+              "recreate the database"},
+          version, version),
+      installed_profile_(std::move(installed_profile)),
+      database_profile_(std::move(database_profile)) {}
+
 MessageDecodeError::MessageDecodeError(std::string operation,
                                        std::int64_t message_id,
                                        const std::string& reason)

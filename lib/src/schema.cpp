@@ -56,6 +56,29 @@ std::string SystemBaseline(const ClientCore& core, pg_conn* conn) {
        {"{topic_fingerprint}", pg::QuoteLiteral(conn, TopicFingerprint())}});
 }
 
+// The distributed layout, run after the system baseline.
+std::string CitusLayout(const ClientCore& core, pg_conn* conn) {
+  return sql::Render(
+      sql::k_citus_v1,
+      {{"{schema}", core.schema()},
+       {"{schema_name}", pg::QuoteLiteral(conn, core.options().schema)},
+       {"{citus_topic_v1}",
+        pg::QuoteLiteral(conn, std::string(sql::k_citus_topic_v1))}});
+}
+
+const char* ProfileName(Profile profile) {
+  return profile == Profile::kCitus ? "citus" : "single";
+}
+
+// The profile of the database itself: Citus when the citus extension is
+// created in it (on a Citus coordinator).
+Profile DatabaseProfile(pg::Session session, const char* operation) {
+  pg::Result r = pg::Exec(session, operation,
+                          "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension "
+                          "WHERE extname = 'citus')");
+  return pg::Bool(r, 0, 0) ? Profile::kCitus : Profile::kSingle;
+}
+
 // Errors a concurrent installer can cause us: both pass IF NOT EXISTS (or
 // a pg_namespace / pg_roles check) and one loses on the catalog's unique
 // index.
@@ -86,12 +109,19 @@ void InstallOnce(ClientCore& core) {
     }
     return;  // already installed: the Tx rolls back nothing
   }
+  const Profile profile = DatabaseProfile(session, kOp);
   pg::ExecScript(session.conn, kOp, SystemBaseline(core, session.conn));
+  if (profile == Profile::kCitus) {
+    pg::ExecScript(session.conn, kOp, CitusLayout(core, session.conn));
+  }
   pg::Exec(session, kOp,
            "INSERT INTO " + core.schema() +
-               ".schema_version (topic_id, version, fingerprint) "
-               "VALUES (NULL, $1::int, $2::text)",
-           pg::Params().Add(kSystemBaselineVersion).Add(SystemFingerprint()));
+               ".schema_version (topic_id, version, fingerprint, profile) "
+               "VALUES (NULL, $1::int, $2::text, $3::text)",
+           pg::Params()
+               .Add(kSystemBaselineVersion)
+               .Add(SystemFingerprint(profile))
+               .Add(ProfileName(profile)));
   tx.Commit();
 }
 
@@ -138,13 +168,23 @@ void InstallRolesOnce(ClientCore& core, const RoleNames& names) {
 
 }  // namespace
 
-const std::string& SystemFingerprint() {
-  static const std::string fingerprint = Fnv1a64()
-                                             .Add(sql::k_system_v1)
-                                             .Add(std::string_view("\0", 1))
-                                             .Add(sql::k_topic_v1)
-                                             .Hex();
-  return fingerprint;
+const std::string& SystemFingerprint(Profile profile) {
+  static const std::string single = Fnv1a64()
+                                        .Add(sql::k_system_v1)
+                                        .Add(std::string_view("\0", 1))
+                                        .Add(sql::k_topic_v1)
+                                        .Hex();
+  // The distributed layout is part of the baseline it installs.
+  static const std::string citus = Fnv1a64()
+                                       .Add(sql::k_system_v1)
+                                       .Add(std::string_view("\0", 1))
+                                       .Add(sql::k_topic_v1)
+                                       .Add(std::string_view("\0", 1))
+                                       .Add(sql::k_citus_v1)
+                                       .Add(std::string_view("\0", 1))
+                                       .Add(sql::k_citus_topic_v1)
+                                       .Hex();
+  return profile == Profile::kCitus ? citus : single;
 }
 
 const std::string& TopicFingerprint() {
@@ -184,19 +224,35 @@ std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
       session, operation, "SELECT pg_catalog.to_regclass($1::text) IS NOT NULL",
       pg::Params().Add(core.schema() + ".schema_version"));
   if (!pg::Bool(exists, 0, 0)) return std::nullopt;
-  // The fingerprint through to_jsonb: a database from a build before the
-  // column existed answers NULL instead of failing the statement.
+  // The fingerprint and profile through to_jsonb: a database from a build
+  // before the columns existed answers NULL instead of failing the
+  // statement. The database's own profile in the same round trip.
   pg::Result r = pg::Exec(
       session, operation,
-      "SELECT v.version, pg_catalog.to_jsonb(v) ->> 'fingerprint' FROM " +
+      "SELECT v.version, pg_catalog.to_jsonb(v) ->> 'fingerprint', "
+      "pg_catalog.to_jsonb(v) ->> 'profile', EXISTS (SELECT FROM "
+      "pg_catalog.pg_extension WHERE extname = 'citus') FROM " +
           core.schema() + ".schema_version v WHERE v.topic_id IS NULL");
   if (r.rows() == 0) return 0;
   const int version = static_cast<int>(pg::Int64(r, 0, 0));
   const std::string fingerprint =
       pg::IsNull(r, 0, 1) ? std::string() : std::string(pg::Text(r, 0, 1));
-  if (version == kSystemBaselineVersion && fingerprint != SystemFingerprint()) {
+  if (version != kSystemBaselineVersion) return version;
+  const std::string installed =
+      pg::IsNull(r, 0, 2) ? "single" : std::string(pg::Text(r, 0, 2));
+  const Profile profile =
+      installed == "citus" ? Profile::kCitus : Profile::kSingle;
+  // The profile first: a layout for the other kind of database is the
+  // larger mismatch, whatever build installed it.
+  const Profile database =
+      pg::Bool(r, 0, 3) ? Profile::kCitus : Profile::kSingle;
+  if (profile != database) {
+    throw SchemaProfileMismatch(operation, "schema " + core.schema(), version,
+                                ProfileName(profile), ProfileName(database));
+  }
+  if (fingerprint != SystemFingerprint(profile)) {
     throw SchemaVersionMismatch(operation, "schema " + core.schema(), version,
-                                fingerprint, SystemFingerprint());
+                                fingerprint, SystemFingerprint(profile));
   }
   return version;
 }

@@ -12,13 +12,21 @@ namespace compaction::detail {
 // the system baseline embeds for register_topic. Pre-v1 a baseline changes
 // in place under the same version number; the fingerprint tells the builds
 // apart.
-const std::string& SystemFingerprint();
+// The deployment profiles: one PostgreSQL, or a Citus cluster (the
+// distributed layout of sql/citus_v1.sql). schema_version records which.
+enum class Profile { kSingle, kCitus };
+
+// The Citus fingerprint covers sql/citus_v1.sql and sql/citus_topic_v1.sql
+// as well.
+const std::string& SystemFingerprint(Profile profile = Profile::kSingle);
 const std::string& TopicFingerprint();
 
 // The recorded system baseline version; nullopt when the schema is not
 // installed, 0 when installed without a version row. When the version is
 // this build's but the recorded fingerprint is not (or is missing), throws
-// SchemaVersionMismatch saying to recreate the database.
+// SchemaVersionMismatch saying to recreate the database; when the recorded
+// profile is not the database's (the citus extension created after the
+// install, or dropped), SchemaProfileMismatch.
 std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
                                           const char* operation);
 

@@ -10,6 +10,8 @@ namespace compaction::sql {
 extern const std::string_view k_system_v1;
 extern const std::string_view k_topic_v1;
 extern const std::string_view k_roles_v1;
+extern const std::string_view k_citus_v1;
+extern const std::string_view k_citus_topic_v1;
 
 // A baseline with its placeholders ({schema}, {id}) replaced, in one pass
 // over `text`: a value is never scanned again, so a schema name that itself

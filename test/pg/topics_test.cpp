@@ -177,6 +177,30 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "a schema recorded for the Citus profile is refused on one PostgreSQL") {
+  LiveDb db;
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                 ".schema_version SET profile = 'citus' WHERE topic_id IS "
+                 "NULL");
+  auto says_profiles =
+      Catch::Matchers::Predicate<std::string>([](const std::string& what) {
+        return what.find("installed for a Citus cluster") !=
+                   std::string::npos &&
+               what.find("has no citus extension") != std::string::npos;
+      });
+  try {
+    db.NewClient();
+    FAIL("no SchemaProfileMismatch");
+  } catch (const compaction::SchemaProfileMismatch& e) {
+    CHECK(e.installed_profile() == "citus");
+    CHECK(e.database_profile() == "single");
+    CHECK_THAT(std::string(e.what()), says_profiles);
+  }
+  CHECK_THROWS_AS(db.client().InstallSchema(),
+                  compaction::SchemaProfileMismatch);
+}
+
+TEST_CASE(
     "a database from a build before fingerprints is refused, not a raw SQL "
     "error") {
   LiveDb db;

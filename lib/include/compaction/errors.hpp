@@ -9,7 +9,9 @@
 //   ├── InvalidArgument        fix the input; raised before anything is written
 //   ├── TopicNotFound          register the topic first (or check its name)
 //   ├── SchemaVersionMismatch  the database was installed by another version,
-//   │                          or not at all (not_installed())
+//   │   │                      or not at all (not_installed())
+//   │   └── SchemaProfileMismatch  installed for one PostgreSQL, running on
+//   │                          Citus, or the other way round
 //   ├── MessageDecodeError     a stored payload does not decode into the type
 //   │   └── MessageSchemaVersionMismatch  stored vs compiled schema version
 //   ├── PoolTimeout            no pooled connection freed up in time
@@ -83,9 +85,39 @@ class COMPACTION_EXPORT SchemaVersionMismatch : public Error {
   // (Client::InstallSchema) rather than recreate the database.
   bool not_installed() const noexcept { return found_ == 0; }
 
+ protected:
+  struct Detail {
+    std::string message;
+  };
+  SchemaVersionMismatch(std::string operation, Detail detail, int found,
+                        int expected);
+
  private:
   int found_;
   int expected_;
+};
+
+// The schema holds the layout of one deployment profile ("single": one
+// PostgreSQL; "citus": distributed over a Citus cluster) but the database
+// is of the other: the citus extension was created after the schema was
+// installed, or is gone. The layouts differ (doc/citus.md), so nothing
+// runs; install into a new schema or recreate the database.
+// found() == expected() == the baseline version.
+class COMPACTION_EXPORT SchemaProfileMismatch : public SchemaVersionMismatch {
+ public:
+  SchemaProfileMismatch(std::string operation, const std::string& subject,
+                        int version, std::string installed_profile,
+                        std::string database_profile);
+  const std::string& installed_profile() const noexcept {
+    return installed_profile_;
+  }
+  const std::string& database_profile() const noexcept {
+    return database_profile_;
+  }
+
+ private:
+  std::string installed_profile_;
+  std::string database_profile_;
 };
 
 class COMPACTION_EXPORT MessageDecodeError : public Error {

@@ -1,0 +1,156 @@
+-- Citus profile v1 of a topic: readies the tables sql/topic_v1.sql just
+-- created for distribution by partition, and the writes that route to one
+-- shard (doc/citus.md).
+--
+-- {schema} stands for the quoted schema identifier, {id} for the numeric
+-- topic id, {partitions} for the topic's partition count. Run by
+-- distribute_topic (sql/citus_v1.sql) right after the topic baseline, in
+-- the registering transaction; distribute_topic distributes both tables
+-- after it.
+
+-- Citus refuses a generated distribution column: it routes a row before the
+-- shard computes anything. The writer supplies the partition (the topic's
+-- functions below; the same hash as the single-node generated column) and
+-- a CHECK on the shard holds it to the rule. Keyless messages have no hash
+-- to follow and take any partition.
+ALTER TABLE {schema}.message_{id} ALTER COLUMN partition DROP EXPRESSION;
+ALTER TABLE {schema}.message_{id}
+  ADD CONSTRAINT message_{id}_partition_of_key CHECK (
+    partition >= 0 AND partition < {partitions}
+    AND (message_key IS NULL
+         OR partition = ((pg_catalog.hashtextextended(message_key, 0::bigint)
+                          % {partitions}::bigint + {partitions}::bigint)
+                         % {partitions}::bigint)::integer));
+
+-- Every unique constraint of a distributed table includes the distribution
+-- column. An id is still unique on its own: one sequence hands them out.
+ALTER TABLE {schema}.message_{id} DROP CONSTRAINT message_{id}_pkey;
+ALTER TABLE {schema}.message_{id}
+  ADD CONSTRAINT message_{id}_pkey PRIMARY KEY (id, partition);
+
+-- The head row lives with its key's messages: the same partition column.
+-- The key alone decides it, so the key stays unique.
+ALTER TABLE {schema}.compaction_head_{id}
+  ADD COLUMN partition integer NOT NULL
+  CONSTRAINT compaction_head_{id}_partition_of_key CHECK (
+    partition = ((pg_catalog.hashtextextended(message_key, 0::bigint)
+                  % {partitions}::bigint + {partitions}::bigint)
+                 % {partitions}::bigint)::integer);
+ALTER TABLE {schema}.compaction_head_{id}
+  DROP CONSTRAINT compaction_head_{id}_pkey;
+ALTER TABLE {schema}.compaction_head_{id}
+  ADD CONSTRAINT compaction_head_{id}_pkey PRIMARY KEY (message_key, partition);
+
+-- The compacted produce of sql/topic_v1.sql in statements Citus routes to
+-- the key's shard, so a transaction that touches one key commits on one
+-- worker with a plain commit. A CTE or INSERT .. SELECT would go through
+-- the coordinator and a two-phase commit; now() in DO UPDATE SET is
+-- refused (only IMMUTABLE functions are allowed there), so the head takes
+-- the proposed row's default, which is the same statement_timestamp().
+CREATE OR REPLACE FUNCTION {schema}.produce_{id}(
+    p_key text, p_schema_version integer, p_rank bigint, p_payload jsonb,
+    OUT message_id bigint, OUT message_created_at timestamptz,
+    OUT advanced boolean)
+  LANGUAGE plpgsql
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $produce$
+DECLARE
+  v_partition CONSTANT integer :=
+    ((pg_catalog.hashtextextended(p_key, 0::bigint) % {partitions}::bigint
+      + {partitions}::bigint) % {partitions}::bigint)::integer;
+BEGIN
+  -- The xid before the id, as on one node (sql/topic_v1.sql).
+  PERFORM pg_catalog.pg_current_xact_id();
+  INSERT INTO {schema}.message_{id}
+    (message_key, schema_version, compaction_rank, payload, partition)
+  VALUES (p_key, p_schema_version, p_rank, p_payload, v_partition)
+  RETURNING id, created_at INTO message_id, message_created_at;
+  INSERT INTO {schema}.compaction_head_{id} AS h
+    (message_key, partition, head_id, schema_version, compaction_rank,
+     idle_since)
+  VALUES (p_key, v_partition, message_id, p_schema_version, p_rank, NULL)
+  ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO UPDATE
+  SET head_id = excluded.head_id, schema_version = excluded.schema_version,
+      compaction_rank = excluded.compaction_rank,
+      updated_at = excluded.updated_at, idle_since = NULL
+  WHERE h.head_id IS NULL
+     OR (excluded.schema_version, excluded.compaction_rank, excluded.head_id)
+        > (h.schema_version, h.compaction_rank, h.head_id)
+  RETURNING true INTO advanced;
+  advanced := coalesce(advanced, false);
+END
+$produce$;
+
+-- LockCompactionHead in one call (the single-node lock_<id> of
+-- sql/topic_v1.sql, same signature and statuses), with every statement
+-- naming the partition so it routes to the key's shard. A lock_timeout the
+-- caller set with set_config() stays on the coordinator; re-set here with
+-- citus.propagate_set_commands = 'local', it reaches the worker the lock
+-- waits on. Once the lock is held the worker's lock_timeout goes back to
+-- its default (the caller restores the coordinator's own).
+CREATE OR REPLACE FUNCTION {schema}.lock_{id}(
+    p_key text, p_guarded boolean,
+    OUT status "char", OUT id bigint, OUT message_key text,
+    OUT schema_version integer, OUT compaction_rank bigint,
+    OUT created_at timestamptz, OUT payload jsonb)
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $lock$
+#variable_conflict use_column
+DECLARE
+  v_partition CONSTANT integer :=
+    ((pg_catalog.hashtextextended(p_key, 0::bigint) % {partitions}::bigint
+      + {partitions}::bigint) % {partitions}::bigint)::integer;
+  v_timeout CONSTANT text := pg_catalog.current_setting('lock_timeout');
+  v_head bigint;
+BEGIN
+  IF v_timeout <> '0' THEN
+    IF NOT p_guarded THEN
+      status := 'g';
+      RETURN;
+    END IF;
+    SET LOCAL citus.propagate_set_commands = 'local';
+    EXECUTE pg_catalog.format('SET LOCAL lock_timeout = %L', v_timeout);
+  END IF;
+  FOR v_round IN 1..16 LOOP
+    SELECT h.head_id INTO v_head FROM {schema}.compaction_head_{id} h
+      WHERE h.message_key = p_key AND h.partition = v_partition
+      FOR UPDATE OF h;
+    IF FOUND THEN
+      IF v_timeout <> '0' THEN
+        SET LOCAL lock_timeout TO DEFAULT;
+      END IF;
+      IF v_head IS NULL THEN
+        UPDATE {schema}.compaction_head_{id} h
+          SET updated_at = statement_timestamp(),
+              idle_since = statement_timestamp()
+          WHERE h.message_key = p_key AND h.partition = v_partition;
+        status := 'e';
+        RETURN;
+      END IF;
+      SELECT m.id, m.message_key, m.schema_version, m.compaction_rank,
+             m.created_at, m.payload
+        INTO id, message_key, schema_version, compaction_rank, created_at,
+             payload
+        FROM {schema}.message_{id} m
+        WHERE m.id = v_head AND m.partition = v_partition;
+      status := 'h';
+      RETURN;
+    END IF;
+    INSERT INTO {schema}.compaction_head_{id} (message_key, partition)
+      VALUES (p_key, v_partition)
+      ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO NOTHING;
+    IF FOUND THEN
+      IF v_timeout <> '0' THEN
+        SET LOCAL lock_timeout TO DEFAULT;
+      END IF;
+      status := 'e';
+      RETURN;
+    END IF;
+  END LOOP;
+  status := 'v';
+END
+$lock$;
+
+REVOKE ALL ON FUNCTION {schema}.lock_{id}(text, boolean) FROM PUBLIC;
