@@ -11,6 +11,7 @@
 #include "commit_outcome.hpp"
 #include "compaction/tx.hpp"
 #include "core.hpp"
+#include "locked_keys.hpp"
 #include "pg/sqlstate.hpp"
 #include "produce.hpp"
 #include "rows.hpp"
@@ -202,6 +203,13 @@ std::vector<ProduceResult> ProduceBatch(ClientCore& core, Tx* tx,
   // Resolved through the caller's transaction, as ProduceInTx does.
   std::optional<TopicInfo> info = state.TouchedTopic(topic);
   if (!info) info = ResolveTopic(core, s, kOp, topic);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    try {
+      RefuseUncompactedLockedKey(state, info->id, *batch[i].options);
+    } catch (const InvalidArgument& e) {
+      ThrowAtElement(i, e);
+    }
+  }
   try {
     const pg::Statement st = BuildStatement(core, info->id, batch);
     pg::Result r = pg::Exec(s, kOp, st.sql, st.params);

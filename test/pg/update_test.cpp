@@ -9,6 +9,7 @@
 
 using compaction::CompactionOptions;
 using compaction::InvalidArgument;
+using compaction::Outgoing;
 using compaction::ProduceOptions;
 using compaction::RetryableError;
 using compaction::Tx;
@@ -271,4 +272,28 @@ TEST_CASE(
     producer.ProduceInTx(t, Counter{4}, ProduceOptions{"hits", {}});
   });
   CHECK(Messages(db, "footgun") == 3);
+}
+
+TEST_CASE(
+    "a batch in the transaction that locked a key refuses an uncompacted "
+    "message to it, naming the element, before anything is written") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("footgun_batch");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  auto key = topic.Key("hits");
+  Tx tx = db.client().Begin();
+  key.LockCompactionHead(tx);
+  const std::vector<Outgoing<Counter>> batch{
+      {Counter{1}, Compacted("other")},
+      {Counter{2}, ProduceOptions{"hits", {}}},
+  };
+  CHECK_THROWS_WITH(
+      producer.ProduceBatchInTx(tx, batch),
+      Catch::Contains("element 1") && Catch::Contains("LockCompactionHead"));
+  // Nothing was sent: the transaction is usable and holds no message.
+  producer.ProduceInTx(tx, Counter{3}, Compacted("hits"));
+  tx.Commit();
+  CHECK(Messages(db, "footgun_batch") == 1);
+  CHECK(key.CompactionHead()->message.value == 3);
 }
