@@ -48,7 +48,7 @@ std::vector<Delivery<RawMessage>> TopicTail::Next() {
           if (!st.options.from_start) {
             pg::Result r = pg::Exec(
                 s, kOp, "SELECT pg_catalog.pg_current_snapshot()::text", {});
-            start = std::string(pg::Text(r.get(), 0, 0));
+            start = std::string(pg::Text(r, 0, 0));
           }
           st.positions.assign(static_cast<size_t>(topic.partitions),
                               detail::Position{start, {}, {}, {}});
