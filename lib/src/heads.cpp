@@ -102,10 +102,11 @@ std::optional<RawStored> LockLoop(ClientCore& core, pg::Session s,
   for (int round = 0; round < kMaxLockRounds; ++round) {
     if (TryLockRound(core, s, topic_id, key, head)) return head;
   }
-  throw RetryableError("LockCompactionHead", "",
-                       "the key row vanished after " +
-                           std::to_string(kMaxLockRounds) +
-                           " lost insert races; retry the transaction");
+  // Like a serialization failure: the same transaction may succeed again.
+  throw RetryableError(
+      "LockCompactionHead", std::string(pg::kSerializationFailure),
+      "the key row vanished after " + std::to_string(kMaxLockRounds) +
+          " lost insert races; retry the transaction");
 }
 
 // Opens the savepoint; with `timeout`, also sets lock_timeout for the body
@@ -133,7 +134,8 @@ std::string LeaveSql(pg::Session s, bool timeout_set,
   const std::string release = "RELEASE SAVEPOINT " + kSavepoint;
   if (!timeout_set) return release;
   return "SELECT pg_catalog.set_config('lock_timeout', " +
-         pg::QuoteLiteral(s.conn, previous) + ", true); " + release;
+         pg::QuoteLiteral(s.conn, previous, "LockCompactionHead") +
+         ", true); " + release;
 }
 
 // Runs `body` inside a savepoint, so that a lock timeout (the caller's own
