@@ -5,7 +5,9 @@
 # packager and an operator would:
 #   - lintian: no error (warnings are printed, and listed in doc/operations.md);
 #   - control data: compactiond depends on libcompaction0 and what
-#     dpkg-shlibdeps found (libc6, libpq5, ...), adduser; its conffile is
+#     dpkg-shlibdeps found (libc6, ...), adduser, and not on libpq5 (it
+#     reaches libpq only through libcompaction0, which depends on it); its
+#     conffile is
 #     /etc/compactiond/compactiond.conf; libcompaction0 has shlibs and an
 #     ldconfig trigger;
 #   - dpkg-deb -x of all three into a temporary root: the extracted
@@ -56,9 +58,12 @@ step "lintian: $(grep -c '^E:' "$work/lintian" || true) errors, $(grep -c '^W:' 
 # shellcheck disable=SC2154  # declared above
 {
   depends=$(dpkg-deb -f "$deb_compactiond" Depends)
-  for want in 'libcompaction0 (= ' 'libc6' 'libpq5' 'libstdc++6' 'adduser'; do
+  for want in 'libcompaction0 (= ' 'libc6' 'libstdc++6' 'adduser'; do
     [[ $depends == *"$want"* ]] || fail "compactiond Depends lacks '$want': $depends"
   done
+  [[ $depends != *libpq5* ]] || fail "compactiond Depends on libpq5 itself: $depends"
+  lib_depends=$(dpkg-deb -f "$deb_libcompaction0" Depends)
+  [[ $lib_depends == *libpq5* ]] || fail "libcompaction0 Depends lacks libpq5: $lib_depends"
   dpkg-deb --ctrl-tarfile "$deb_compactiond" | tar -xO ./conffiles >"$work/conffiles"
   grep -qx /etc/compactiond/compactiond.conf "$work/conffiles" || fail "conffiles: $(cat "$work/conffiles")"
   dpkg-deb --ctrl-tarfile "$deb_libcompaction0" | tar -xO ./shlibs | grep -q '^libcompaction 0 libcompaction0' \
