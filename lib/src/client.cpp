@@ -36,7 +36,7 @@ Client Client::Connect(const std::map<std::string, std::string>& params,
       params, options.application_name, kOp, &options.notice_handler,
       options.prepared_statements ? pg::StartupOptions::kSend
                                   : pg::StartupOptions::kPerTransaction);
-  std::string quoted = pg::QuoteIdentifier(first.get(), options.schema);
+  std::string quoted = pg::QuoteIdentifier(first.get(), options.schema, kOp);
   auto core = std::make_shared<detail::ClientCore>(params, std::move(options),
                                                    std::move(quoted));
   // `options` is moved from: the core's copy lives as long as the pool.

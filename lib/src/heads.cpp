@@ -17,7 +17,6 @@ namespace compaction::detail {
 namespace {
 
 const std::string kSavepoint = "compaction_lock_head";
-constexpr std::string_view kUndefinedFunction = "42883";
 
 // The lock loop runs in the topic's lock_<id> function (sql/topic_v1.sql):
 // one statement, so one round trip, whether the key is new, headless or has
@@ -70,7 +69,7 @@ Locked LockOnce(ClientCore& core, pg::Session s, std::int64_t topic_id,
       // locks it. Only rows deleted over and over (a janitor with a tiny
       // TTL racing us) exhaust the rounds, and then a clear error beats
       // spinning. The function returned normally: the transaction is fine.
-      throw RetryableError(kOp, "",
+      throw RetryableError(kOp, std::string(pg::kSerializationFailure),
                            "the key row vanished after 16 lost insert races; "
                            "retry the transaction");
     default:
@@ -103,7 +102,8 @@ std::string LeaveSql(pg::Session s, bool timeout_set,
   const std::string release = "RELEASE SAVEPOINT " + kSavepoint;
   if (!timeout_set) return release;
   return "SELECT pg_catalog.set_config('lock_timeout', " +
-         pg::QuoteLiteral(s.conn, previous) + ", true); " + release;
+         pg::QuoteLiteral(s.conn, previous, "LockCompactionHead") +
+         ", true); " + release;
 }
 
 // Runs `body` inside a savepoint, so that a lock timeout (the caller's own
@@ -169,7 +169,7 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
     // Destroyed between the lookup and the lock (the statement failed, so
     // the transaction is aborted now).
     if (e.sqlstate() == pg::kUndefinedTable ||
-        e.sqlstate() == kUndefinedFunction) {
+        e.sqlstate() == pg::kUndefinedFunction) {
       throw TopicNotFound(kOp, topic);
     }
     throw;

@@ -1,6 +1,6 @@
-// The Janitor: validates a sweep, runs the headless kind on the shared
-// sweep machinery (sweep/loop.hpp) and routes Cancel() to the sweep in
-// flight as a stop request.
+// The Janitor: validates a sweep, runs its kind (headless rows or the log
+// cleaner) on the shared sweep machinery (sweep/loop.hpp) and routes
+// Cancel() to the sweep in flight as a stop request.
 #include "compaction/janitor.hpp"
 
 #include <mutex>

@@ -24,7 +24,6 @@ namespace {
 constexpr const char* kOp = kProduceBatchOp;
 // A destroyed topic's function is gone with its tables: calling it is
 // undefined_function, where the single produce's table is undefined_table.
-constexpr std::string_view kUndefinedFunction = "42883";
 
 // An array element in the text form array_in reads: quoted, with quotes
 // and backslashes escaped, so any text (braces, commas, "NULL") stays
@@ -132,7 +131,7 @@ WrittenMessage Written(const TopicInfo& topic, const BatchElement& element,
 
 bool TopicGone(const DatabaseError& e) {
   return e.sqlstate() == pg::kUndefinedTable ||
-         e.sqlstate() == kUndefinedFunction;
+         e.sqlstate() == pg::kUndefinedFunction;
 }
 
 // In a transaction of its own (an implicit one, as for Produce). When the
@@ -146,7 +145,7 @@ std::vector<ProduceResult> RunCommitted(ClientCore& core, pg::Session s,
     done = pg::ExecCommitted(s, kOp, BuildStatement(core, topic.id, batch));
   } catch (const DatabaseError& e) {
     // WithTopic re-resolves a destroyed topic on undefined_table.
-    if (e.sqlstate() == kUndefinedFunction) {
+    if (e.sqlstate() == pg::kUndefinedFunction) {
       throw DatabaseError(kOp, std::string(pg::kUndefinedTable), e.what());
     }
     throw;

@@ -47,23 +47,28 @@ void ValidateInstallableSchema(const ClientCore& core, const char* operation) {
   }
 }
 
-std::string SystemBaseline(const ClientCore& core, pg_conn* conn) {
-  return sql::Render(
-      sql::k_system_v1,
-      {{"{schema}", core.schema()},
-       {"{schema_name}", pg::QuoteLiteral(conn, core.options().schema)},
-       {"{topic_v1}", pg::QuoteLiteral(conn, std::string(sql::k_topic_v1))},
-       {"{topic_fingerprint}", pg::QuoteLiteral(conn, TopicFingerprint())}});
+std::string SystemBaseline(const ClientCore& core, pg_conn* conn,
+                           const char* operation) {
+  const auto literal = [&](const std::string& text) {
+    return pg::QuoteLiteral(conn, text, operation);
+  };
+  return sql::Render(sql::k_system_v1,
+                     {{"{schema}", core.schema()},
+                      {"{schema_name}", literal(core.options().schema)},
+                      {"{topic_v1}", literal(std::string(sql::k_topic_v1))},
+                      {"{topic_fingerprint}", literal(TopicFingerprint())}});
 }
 
 // The distributed layout, run after the system baseline.
-std::string CitusLayout(const ClientCore& core, pg_conn* conn) {
+std::string CitusLayout(const ClientCore& core, pg_conn* conn,
+                        const char* operation) {
   return sql::Render(
       sql::k_citus_v1,
       {{"{schema}", core.schema()},
-       {"{schema_name}", pg::QuoteLiteral(conn, core.options().schema)},
+       {"{schema_name}",
+        pg::QuoteLiteral(conn, core.options().schema, operation)},
        {"{citus_topic_v1}",
-        pg::QuoteLiteral(conn, std::string(sql::k_citus_topic_v1))}});
+        pg::QuoteLiteral(conn, std::string(sql::k_citus_topic_v1), operation)}});
 }
 
 const char* ProfileName(Profile profile) {
@@ -83,8 +88,10 @@ Profile DatabaseProfile(pg::Session session, const char* operation) {
 // a pg_namespace / pg_roles check) and one loses on the catalog's unique
 // index.
 bool IsInstallRace(const DatabaseError& e) {
-  return e.sqlstate() == pg::kUniqueViolation || e.sqlstate() == "42P06" ||
-         e.sqlstate() == "42P07" || e.sqlstate() == "42710";
+  return e.sqlstate() == pg::kUniqueViolation ||
+         e.sqlstate() == pg::kDuplicateSchema ||
+         e.sqlstate() == pg::kDuplicateTable ||
+         e.sqlstate() == pg::kDuplicateObject;
 }
 
 template <class F>
@@ -110,9 +117,9 @@ void InstallOnce(ClientCore& core) {
     return;  // already installed: the Tx rolls back nothing
   }
   const Profile profile = DatabaseProfile(session, kOp);
-  pg::ExecScript(session.conn, kOp, SystemBaseline(core, session.conn));
+  pg::ExecScript(session.conn, kOp, SystemBaseline(core, session.conn, kOp));
   if (profile == Profile::kCitus) {
-    pg::ExecScript(session.conn, kOp, CitusLayout(core, session.conn));
+    pg::ExecScript(session.conn, kOp, CitusLayout(core, session.conn, kOp));
   }
   pg::Exec(session, kOp,
            "INSERT INTO " + core.schema() +
@@ -158,7 +165,7 @@ void InstallRolesOnce(ClientCore& core, const RoleNames& names) {
       sql::Render(sql::k_roles_v1,
                   {{"{schema}", core.schema()},
                    {"{schema_name}",
-                    pg::QuoteLiteral(session.conn, core.options().schema)},
+                    pg::QuoteLiteral(session.conn, core.options().schema, kOp)},
                    {"{owner_role}", quoted(names.owner)},
                    {"{app_role}", quoted(names.app)},
                    {"{janitor_role}", quoted(names.janitor)},

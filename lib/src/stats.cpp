@@ -105,7 +105,7 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          (with_version ? " LEFT JOIN " + core.schema() +
                              ".schema_version v ON v.topic_id = " + ids
                        : std::string()) +
-         " WHERE hc.oid = " + pg::QuoteLiteral(s.conn, head) +
+         " WHERE hc.oid = " + pg::QuoteLiteral(s.conn, head, kOp) +
          "::regclass::oid";
 }
 

@@ -206,7 +206,7 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
     } catch (const DatabaseError& e) {
       // Only register_topic raises this: partitions differ from the
       // existing topic's, which are fixed at its creation.
-      if (e.sqlstate() == "22023" && config.partitions) {
+      if (e.sqlstate() == pg::kInvalidParameterValue && config.partitions) {
         throw InvalidArgument(kOp, "partitions of topic \"" + name +
                                        "\" are fixed at its creation (" +
                                        std::to_string(*config.partitions) +

@@ -149,7 +149,7 @@ void Tx::Commit() {
   }
   st.Finish(committed ? TxStatus::kCommitted : TxStatus::kAborted);
   if (!committed) {
-    throw DatabaseError(kOp, "25P02",
+    throw DatabaseError(kOp, std::string(pg::kInFailedTransaction),
                         "the transaction had failed and was rolled back");
   }
 }

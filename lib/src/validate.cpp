@@ -79,13 +79,16 @@ void ValidateHeadlessTtl(const char* operation, std::chrono::milliseconds ttl) {
   ValidateTtl(operation, "headless_ttl", ttl);
 }
 
+std::string TtlProblem(std::chrono::milliseconds ttl) {
+  if (ttl.count() > 0 && ttl <= kMaxTtl) return {};
+  return "must be in 1.." + std::to_string(kMaxTtl.count()) +
+         " ms (36500 days), got " + std::to_string(ttl.count()) + " ms";
+}
+
 void ValidateTtl(const char* operation, const char* what,
                  std::chrono::milliseconds ttl) {
-  if (ttl.count() <= 0 || ttl > kMaxTtl) {
-    throw InvalidArgument(operation, std::string(what) + " must be in 1.." +
-                                         std::to_string(kMaxTtl.count()) +
-                                         " ms (36500 days), got " +
-                                         std::to_string(ttl.count()) + " ms");
+  if (const std::string problem = TtlProblem(ttl); !problem.empty()) {
+    throw InvalidArgument(operation, std::string(what) + " " + problem);
   }
 }
 
@@ -101,13 +104,18 @@ void ValidateRetention(const char* operation, const char* what,
   }
 }
 
+std::string ServerTimeoutProblem(std::chrono::milliseconds timeout) {
+  constexpr std::int64_t kMaxMs = kMaxServerTimeout.count();
+  if (timeout.count() > 0 && timeout.count() <= kMaxMs) return {};
+  return "must be in 1.." + std::to_string(kMaxMs) + " ms, got " +
+         std::to_string(timeout.count());
+}
+
 void ValidateServerTimeout(const char* operation, const char* what,
                            std::chrono::milliseconds timeout) {
-  constexpr std::int64_t kMaxMs = kMaxServerTimeout.count();
-  if (timeout.count() <= 0 || timeout.count() > kMaxMs) {
-    throw InvalidArgument(operation, std::string(what) + " must be in 1.." +
-                                         std::to_string(kMaxMs) + " ms, got " +
-                                         std::to_string(timeout.count()));
+  if (const std::string problem = ServerTimeoutProblem(timeout);
+      !problem.empty()) {
+    throw InvalidArgument(operation, std::string(what) + " " + problem);
   }
 }
 

@@ -23,6 +23,10 @@ void ValidateHeadlessTtl(const char* operation, std::chrono::milliseconds ttl);
 // 0..kMaxTtl or kKeepForever, else InvalidArgument naming `what`.
 void ValidateRetention(const char* operation, const char* what,
                        std::chrono::milliseconds retention);
+// What is wrong with a TTL ("must be in 1..N ms ..., got X ms"), or empty.
+std::string TtlProblem(std::chrono::milliseconds ttl);
+// What is wrong with a server-side timeout, or empty.
+std::string ServerTimeoutProblem(std::chrono::milliseconds timeout);
 // A positive duration of at most kMaxTtl, else InvalidArgument naming `what`.
 void ValidateTtl(const char* operation, const char* what,
                  std::chrono::milliseconds ttl);

@@ -120,3 +120,27 @@ TEST_CASE("sweep options are checked, naming the operation and the field") {
         }),
         "shorter than claim_ttl");
 }
+
+TEST_CASE("CheckSweepOptions names the field and says what is wrong") {
+  CHECK_FALSE(compaction::CheckSweepOptions(SweepOptions{}).has_value());
+  SweepOptions o;
+  o.duty_cycle = 2.0;
+  auto error = compaction::CheckSweepOptions(o);
+  REQUIRE(error.has_value());
+  CHECK(error->field == "duty_cycle");
+  CHECK(error->message == "must be in (0, 1], got 2.000000");
+  o = SweepOptions{};
+  o.claim_ttl = 30s;
+  o.batch_pause = 30s;
+  error = compaction::CheckSweepOptions(o);
+  REQUIRE(error.has_value());
+  CHECK(error->field == "batch_pause");
+  CHECK(error->message ==
+        "(30000 ms) must be shorter than claim_ttl (30000 ms)");
+  o = SweepOptions{};
+  o.statement_timeout = 0ms;
+  error = compaction::CheckSweepOptions(o);
+  REQUIRE(error.has_value());
+  CHECK(error->field == "statement_timeout");
+  CHECK(error->message.starts_with("must be in 1.."));
+}

@@ -199,6 +199,8 @@ class COMPACTION_EXPORT LockTimeout : public DatabaseError {
   using DatabaseError::DatabaseError;
 };
 
+// sqlstate() is 40001 or 40P01; 40001 too when LockCompactionHead lost
+// its key row to concurrent deletes too many times in a row.
 class COMPACTION_EXPORT RetryableError : public DatabaseError {
  public:
   using DatabaseError::DatabaseError;

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -73,6 +74,20 @@ struct SweepOptions {
   // Two sweeps with the same owner do not exclude each other.
   std::string owner;
 };
+
+// A rule a SweepOptions breaks: the field, as SweepOptions names it, and
+// what is wrong with it, e.g. {"duty_cycle", "must be in (0, 1], got 2"}.
+struct SweepOptionsError {
+  std::string field;
+  std::string message;
+};
+
+// The first rule `options` breaks, or nullopt: the checks SweepHeadless and
+// CompactLog make before anything runs (their InvalidArgument says
+// "<field> <message>"). One message per rule, for a program (compactiond's
+// configuration) to check its settings with before it sweeps.
+COMPACTION_EXPORT std::optional<SweepOptionsError> CheckSweepOptions(
+    const SweepOptions& options);
 
 struct SweepResult {
   std::int64_t deleted = 0;       // rows deleted by committed batches

@@ -6,12 +6,13 @@
 
 #include "compaction/errors.hpp"
 #include "pg/connection.hpp"
+#include "pg/sqlstate.hpp"
 
 namespace compaction::pg {
 namespace {
 
 struct Refusal {
-  const char* sqlstate;
+  std::string_view sqlstate;
   const char* why;
 };
 
@@ -21,18 +22,19 @@ struct Refusal {
 // (src/backend/libpq/auth.c and postinit.c).
 const Refusal* Classify(PGconn* conn, const std::string& message) {
   static constexpr Refusal kPassword{
-      "28P01", "the server refused the password (wrong password?)"};
+      kInvalidPassword, "the server refused the password (wrong password?)"};
   static constexpr Refusal kNoPassword{
-      "28P01",
+      kInvalidPassword,
       "the server asks for a password and none was given (PGPASSWORD, a "
       "passfile, or password in the conninfo)"};
   static constexpr Refusal kMethod{
-      "28000", "the server refused it (pg_hba.conf authentication method)"};
+      kInvalidAuthorization,
+      "the server refused it (pg_hba.conf authentication method)"};
   static constexpr Refusal kHba{
-      "28000",
+      kInvalidAuthorization,
       "pg_hba.conf has no entry admitting this role from this host, or "
       "rejects it"};
-  static constexpr Refusal kRole{"28000",
+  static constexpr Refusal kRole{kInvalidAuthorization,
                                  "the role does not exist or may not log in"};
   if (PQconnectionNeedsPassword(conn)) return &kNoPassword;
   const auto has = [&](const std::string& text) {
@@ -60,10 +62,10 @@ void ThrowConnectFailure(const char* operation, PGconn* conn) {
     if (const Refusal* refusal = Classify(conn, message)) {
       const char* user = PQuser(conn);
       const std::string role = user != nullptr ? user : "";
-      throw AuthenticationFailed(operation, refusal->sqlstate, role,
-                                 "authentication failed for role \"" + role +
-                                     "\": " + refusal->why +
-                                     " (libpq: " + message + ")");
+      throw AuthenticationFailed(
+          operation, std::string(refusal->sqlstate), role,
+          "authentication failed for role \"" + role + "\": " + refusal->why +
+              " (libpq: " + message + ")");
     }
   }
   throw ConnectionLost(operation, "cannot connect: " + message);

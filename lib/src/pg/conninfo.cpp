@@ -2,6 +2,9 @@
 
 #include <libpq-fe.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include "compaction/errors.hpp"
 
 namespace compaction::pg {
@@ -22,6 +25,165 @@ ConnParams ParseConninfo(const std::string& conninfo, const char* operation) {
   }
   PQconninfoFree(parsed);
   return params;
+}
+
+Environment Environment::OfProcess() {
+  Environment env;
+  if (const char* options = std::getenv("PGOPTIONS")) env.pgoptions = options;
+  env.connect_timeout = std::getenv("PGCONNECT_TIMEOUT") != nullptr;
+  return env;
+}
+
+namespace {
+
+// What every connection the library opens gets unless the caller's conninfo
+// says otherwise: a dead peer becomes an error within about half a minute
+// instead of a ROLLBACK that hangs for the kernel's two hours.
+constexpr std::pair<const char*, const char*> kConnectionDefaults[] = {
+    {"connect_timeout", "10"},     {"keepalives_idle", "10"},
+    {"keepalives_interval", "5"},  {"keepalives_count", "3"},
+    {"tcp_user_timeout", "30000"},
+};
+
+}  // namespace
+
+std::string PinnedOptions(std::string options) {
+  // Appended last, so it wins over an earlier -c search_path (or isolation)
+  // of the caller.
+  if (!options.empty()) options += ' ';
+  return options + kPinnedOptions;
+}
+
+ConnParams ForConnection(ConnParams params, const Environment& env) {
+  // Every other role is untrusted: with pg_catalog first (and nothing else
+  // searched for functions and operators), no object anyone created in
+  // public or in a schema of a database-level search_path can stand in for
+  // a built-in one inside our statements.
+  std::string options = params.count("options") != 0 ? params["options"] : "";
+  if (options.empty()) options = env.pgoptions;
+  params["options"] = PinnedOptions(options);
+  // Keys and payloads travel as UTF-8 whatever the database's encoding:
+  // the libpq keyword overrides a client_encoding of the conninfo or
+  // PGCLIENTENCODING, and PgBouncer applies it to every server connection
+  // it hands out; LocalSettingsSql repeats it per transaction.
+  params["client_encoding"] = kClientEncoding;
+  for (const auto& [key, value] : kConnectionDefaults) {
+    const bool from_env =
+        std::string_view(key) == "connect_timeout" && env.connect_timeout;
+    if (params.count(key) == 0 && !from_env) params[key] = value;
+  }
+  return params;
+}
+
+namespace {
+
+// A setting name as postgres takes it on its command line (`--a-b=1` is
+// a_b); only identifier characters and dots (custom settings).
+bool ValidSettingName(const std::string& name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The words of an options string as the server splits it: on unescaped
+// white space, a backslash taking the next character literally.
+std::vector<std::string> SplitOptions(const std::string& options) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    const char c = options[i];
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\\' && i + 1 < options.size()) {
+      word.push_back(options[++i]);
+    } else {
+      word.push_back(c);
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+// `literal` as a SQL string literal that reads the same whatever
+// standard_conforming_strings is.
+std::string SqlLiteral(const std::string& value) {
+  std::string out;
+  bool backslash = false;
+  for (char c : value) {
+    if (c == '\'') out.push_back('\'');
+    if (c == '\\') {
+      out.push_back('\\');
+      backslash = true;
+    }
+    out.push_back(c);
+  }
+  return (backslash ? "E'" : "'") + out + "'";
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> OptionSettings(
+    const std::string& options, const char* operation) {
+  const std::vector<std::string> words = SplitOptions(options);
+  std::vector<std::pair<std::string, std::string>> settings;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    std::string setting;
+    if (words[i] == "-c" && i + 1 < words.size()) {
+      setting = words[++i];
+    } else if (words[i].starts_with("-c") && words[i].size() > 2) {
+      setting = words[i].substr(2);
+    } else if (words[i].starts_with("--")) {
+      setting = words[i].substr(2);
+    }
+    const std::size_t eq = setting.find('=');
+    std::string name = setting.substr(0, eq);
+    for (char& c : name) {
+      if (c == '-') c = '_';
+    }
+    if (eq == std::string::npos || !ValidSettingName(name)) {
+      throw InvalidArgument(
+          operation,
+          "the connection's options (conninfo or PGOPTIONS) hold something "
+          "other than -c name=value settings, which cannot be applied per "
+          "transaction (prepared_statements = false)");
+    }
+    settings.emplace_back(std::move(name), setting.substr(eq + 1));
+  }
+  return settings;
+}
+
+std::string LocalSettingsSql(const ConnParams& params, const char* operation,
+                             const Environment& env) {
+  const ConnParams all = ForConnection(params, env);
+  const auto it = all.find("options");
+  std::string sql;
+  auto settings = OptionSettings(it == all.end() ? "" : it->second, operation);
+  settings.emplace_back("client_encoding", kClientEncoding);
+  for (const auto& [name, value] : settings) {
+    sql += sql.empty() ? "SELECT " : ", ";
+    sql += "pg_catalog.set_config(" + SqlLiteral(name) + ", " +
+           SqlLiteral(value) + ", true)";
+  }
+  return sql;
+}
+
+ParamArrays::ParamArrays(const ConnParams& params) {
+  for (const auto& [key, value] : params) {
+    keywords.push_back(key.c_str());
+    values.push_back(value.c_str());
+  }
+  keywords.push_back(nullptr);
+  values.push_back(nullptr);
 }
 
 }  // namespace compaction::pg

@@ -4,15 +4,18 @@
 
 namespace compaction::pg {
 
+bool IsConnectionGone(std::string_view sqlstate) {
+  return sqlstate.starts_with(kConnectionExceptionClass) ||
+         sqlstate == kAdminShutdown || sqlstate == kCrashShutdown ||
+         sqlstate == kCannotConnectNow;
+}
+
 [[noreturn]] void ThrowForSqlState(const char* operation,
                                    std::string_view sqlstate,
                                    const std::string& message,
                                    bool connection_broken) {
   const std::string state(sqlstate);
-  // Class 08 is connection exception; 57P01..57P03 are the server shutting
-  // down or refusing, after which this connection is gone too.
-  if (connection_broken || state.starts_with("08") || state == "57P01" ||
-      state == "57P02" || state == "57P03") {
+  if (connection_broken || IsConnectionGone(state)) {
     throw ConnectionLost(operation, "connection lost: " + message);
   }
   if (state == kLockNotAvailable) {
@@ -21,15 +24,11 @@ namespace compaction::pg {
   if (state == kQueryCanceled) {
     throw StatementCancelled(operation, state, message);
   }
-  // serialization_failure and deadlock_detected: the whole transaction may
-  // succeed when retried.
-  if (state == "40001" || state == "40P01") {
+  if (state == kSerializationFailure || state == kDeadlockDetected) {
     throw RetryableError(operation, state, message);
   }
-  // invalid_sql_statement_name and duplicate_prepared_statement: the
-  // server connection is not the session our statement cache describes,
-  // which is what a transaction pooler does.
-  if (state == "26000" || state == "42P05") {
+  // What a transaction pooler does to a statement cache.
+  if (state == kInvalidStatementName || state == kDuplicatePreparedStatement) {
     throw DatabaseError(operation, state,
                         message +
                             " (behind a transaction pooler such as PgBouncer "

@@ -22,7 +22,7 @@ struct Batch {
   bool full = false;      // it hit its limit: rows may remain
 };
 
-// One kind of sweep (the headless janitor; the log cleaner next). An object
+// One kind of sweep (the headless janitor, the log cleaner). An object
 // lives for one sweep, so it may keep a position between its batches.
 class BatchKind {
  public:

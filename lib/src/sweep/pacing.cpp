@@ -10,31 +10,8 @@
 namespace compaction::sweep {
 
 void ValidateOptions(const char* op, const SweepOptions& o) {
-  if (o.batch_size <= 0) {
-    throw InvalidArgument(
-        op, "batch_size must be positive, got " + std::to_string(o.batch_size));
-  }
-  if (o.max_batches <= 0) {
-    throw InvalidArgument(op, "max_batches must be positive, got " +
-                                  std::to_string(o.max_batches));
-  }
-  detail::ValidateServerTimeout(op, "statement_timeout", o.statement_timeout);
-  detail::ValidateTtl(op, "claim_ttl", o.claim_ttl);
-  if (o.batch_pause.count() < 0 || o.batch_pause > kMaxBatchPause) {
-    throw InvalidArgument(op, "batch_pause must be in 0.." +
-                                  std::to_string(kMaxBatchPause.count()) +
-                                  " ms, got " +
-                                  std::to_string(o.batch_pause.count()));
-  }
-  if (!(o.duty_cycle > 0.0 && o.duty_cycle <= 1.0)) {
-    throw InvalidArgument(op, "duty_cycle must be in (0, 1], got " +
-                                  std::to_string(o.duty_cycle));
-  }
-  if (o.batch_pause.count() > 0 && o.batch_pause >= o.claim_ttl) {
-    throw InvalidArgument(op, "batch_pause (" +
-                                  std::to_string(o.batch_pause.count()) +
-                                  " ms) must be shorter than claim_ttl (" +
-                                  std::to_string(o.claim_ttl.count()) + " ms)");
+  if (const auto error = CheckSweepOptions(o)) {
+    throw InvalidArgument(op, error->field + " " + error->message);
   }
 }
 
@@ -58,3 +35,44 @@ std::chrono::milliseconds PauseAfter(const SweepOptions& o,
 }
 
 }  // namespace compaction::sweep
+
+namespace compaction {
+
+std::optional<SweepOptionsError> CheckSweepOptions(const SweepOptions& o) {
+  const auto error = [](std::string field, std::string message) {
+    return SweepOptionsError{std::move(field), std::move(message)};
+  };
+  if (o.batch_size <= 0) {
+    return error("batch_size",
+                 "must be positive, got " + std::to_string(o.batch_size));
+  }
+  if (o.max_batches <= 0) {
+    return error("max_batches",
+                 "must be positive, got " + std::to_string(o.max_batches));
+  }
+  if (std::string p = detail::ServerTimeoutProblem(o.statement_timeout);
+      !p.empty()) {
+    return error("statement_timeout", std::move(p));
+  }
+  if (std::string p = detail::TtlProblem(o.claim_ttl); !p.empty()) {
+    return error("claim_ttl", std::move(p));
+  }
+  if (o.batch_pause.count() < 0 || o.batch_pause > kMaxBatchPause) {
+    return error("batch_pause",
+                 "must be in 0.." + std::to_string(kMaxBatchPause.count()) +
+                     " ms, got " + std::to_string(o.batch_pause.count()));
+  }
+  if (!(o.duty_cycle > 0.0 && o.duty_cycle <= 1.0)) {
+    return error("duty_cycle",
+                 "must be in (0, 1], got " + std::to_string(o.duty_cycle));
+  }
+  if (o.batch_pause.count() > 0 && o.batch_pause >= o.claim_ttl) {
+    return error("batch_pause", "(" + std::to_string(o.batch_pause.count()) +
+                                    " ms) must be shorter than claim_ttl (" +
+                                    std::to_string(o.claim_ttl.count()) +
+                                    " ms)");
+  }
+  return std::nullopt;
+}
+
+}  // namespace compaction

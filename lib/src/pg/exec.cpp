@@ -1,0 +1,158 @@
+#include "pg/exec.hpp"
+
+#include <libpq-fe.h>
+
+#include <cstdio>
+#include <random>
+
+#include "compaction/errors.hpp"
+#include "pg/errors.hpp"
+#include "pg/pipeline.hpp"
+
+namespace compaction::pg {
+
+std::vector<const char*> Params::Pointers() const {
+  std::vector<const char*> out;
+  out.reserve(values_.size());
+  for (const auto& v : values_) out.push_back(v ? v->c_str() : nullptr);
+  return out;
+}
+
+std::string RandomStatementPrefix() {
+  static thread_local std::mt19937_64 engine{std::random_device{}()};
+  char text[20];
+  std::snprintf(text, sizeof text, "c%016llx_",
+                static_cast<unsigned long long>(engine()));
+  return text;
+}
+
+const std::string& PreparedCache::Prepare(pg_conn* conn, const char* operation,
+                                          const std::string& sql,
+                                          int n_params) {
+  auto it = names_.find(sql);
+  if (it != names_.end()) return it->second;
+  // Generated SQL differs per topic, so a process that touches thousands
+  // of topics would keep thousands of plans per backend: start over.
+  if (names_.size() >= kMaxPrepared) {
+    Result cleared(PQexec(conn, "DEALLOCATE ALL"));
+    if (!Succeeded(cleared.get())) ThrowError(operation, conn, cleared.get());
+    Clear();
+  }
+  std::string name = prefix_ + std::to_string(next_++);
+  Result result(PQprepare(conn, name.c_str(), sql.c_str(), n_params, nullptr));
+  if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());
+  return names_.emplace(sql, std::move(name)).first->second;
+}
+
+Result ExecUnchecked(Session session, const char* operation,
+                     const std::string& sql, const Params& params) {
+  const std::vector<const char*> values = params.Pointers();
+  Result result(nullptr, operation);
+  if (session.cache != nullptr) {
+    const std::string& name =
+        session.cache->Prepare(session.conn, operation, sql, params.size());
+    result.reset(PQexecPrepared(session.conn, name.c_str(), params.size(),
+                                values.data(), nullptr, nullptr, 0));
+  } else {
+    result.reset(PQexecParams(session.conn, sql.c_str(), params.size(), nullptr,
+                              values.data(), nullptr, nullptr, 0));
+  }
+  return result;
+}
+
+Result Exec(Session session, const char* operation, const std::string& sql,
+            const Params& params) {
+  if (session.needs_local_settings()) {
+    // One round trip all the same: the settings ride in its pipeline.
+    std::vector<Result> results =
+        ExecPipelined(session, operation, {Statement{sql, params}});
+    return std::move(results.front());
+  }
+  Result result = ExecUnchecked(session, operation, sql, params);
+  if (!Succeeded(result.get()))
+    ThrowError(operation, session.conn, result.get());
+  return result;
+}
+
+std::vector<Result> ExecPipelined(Session session, const char* operation,
+                                  const std::vector<Statement>& requested) {
+  if (session.in_pipeline()) {
+    // A borrowed connection put into the caller's own pipeline after
+    // Tx::Borrow; preparing (a synchronous call) would fail there too.
+    throw InvalidArgument(operation, "the connection is in pipeline mode");
+  }
+  // The statements up to the sync point are one transaction (or the start
+  // of one, when a BEGIN follows), so settings made first hold for all.
+  // After a leading BEGIN, though: its isolation level must come before any
+  // query (the settings' SELECT takes a snapshot), which matters when the
+  // server's default is not READ COMMITTED.
+  const bool with_settings = session.needs_local_settings();
+  const std::size_t settings_at =
+      !requested.empty() && requested.front().sql.starts_with("BEGIN") ? 1 : 0;
+  std::vector<Statement> prefixed;
+  if (with_settings) {
+    prefixed = requested;
+    prefixed.insert(prefixed.begin() + settings_at,
+                    Statement{*session.local_settings, {}});
+  }
+  const std::vector<Statement>& statements =
+      with_settings ? prefixed : requested;
+  PipelineReply reply = RunPipeline(session, operation, statements);
+  // The statement's own error first: it carries the SQLSTATE.
+  for (const Result& r : reply.results) {
+    if (!Succeeded(r.get())) ThrowError(operation, session.conn, r);
+  }
+  // Then the implicit transaction's COMMIT refused at the sync point.
+  if (reply.at_sync) ThrowError(operation, session.conn, reply.at_sync);
+  if (!reply.sent || !reply.left || !reply.synced ||
+      reply.results.size() != statements.size()) {
+    ThrowError(operation, session.conn, nullptr);
+  }
+  if (with_settings) {
+    reply.results.erase(reply.results.begin() + settings_at);
+  }
+  return std::move(reply.results);
+}
+
+Result ExecScript(pg_conn* conn, const char* operation,
+                  const std::string& sql) {
+  Result result(PQexec(conn, sql.c_str()), operation);
+  if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());
+  return result;
+}
+
+Result ExecScript(Session session, const char* operation,
+                  const std::string& sql) {
+  if (!session.needs_local_settings()) {
+    return ExecScript(session.conn, operation, sql);
+  }
+  return ExecScript(session.conn, operation,
+                    *session.local_settings + "; " + sql);
+}
+
+bool Commit(Session session, const char* operation) {
+  // Prepared like any statement (unless the session sends unnamed ones);
+  // preparing may fail, and then COMMIT was never sent.
+  Result r = ExecUnchecked(session, operation, "COMMIT");
+  if (!Succeeded(r.get())) {
+    if (!session.open() || IsConnectionGone(r.get())) {
+      throw CommitOutcomeUnknown(
+          operation,
+          "the connection broke during COMMIT; the transaction may or may "
+          "not have committed");
+    }
+    ThrowError(operation, session.conn, r.get());
+  }
+  // An aborted transaction answers COMMIT with the tag ROLLBACK.
+  return r.CommandTag() != "ROLLBACK";
+}
+
+void RollbackQuietly(Session session) {
+  if (!session.open() ||
+      session.transaction_status() == TransactionStatus::kIdle) {
+    return;
+  }
+  Result(PQexec(session.conn, "ROLLBACK"));
+}
+
+}  // namespace compaction::pg

@@ -1,0 +1,132 @@
+// Running statements: parameters, the per-connection prepared statement
+// cache, one statement, a pipeline of them, one in a transaction of its
+// own, scripts, COMMIT and ROLLBACK. Each checks what came back and throws
+// the mapped compaction::Error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "pg/result.hpp"
+#include "pg/session.hpp"
+
+namespace compaction::pg {
+
+// Text-format statement parameters; nullopt is SQL NULL.
+class Params {
+ public:
+  Params& Add(std::string value) {
+    values_.emplace_back(std::move(value));
+    return *this;
+  }
+  Params& Add(std::int64_t value) { return Add(std::to_string(value)); }
+  Params& Add(int value) { return Add(std::to_string(value)); }
+  Params& AddNull() {
+    values_.emplace_back(std::nullopt);
+    return *this;
+  }
+  template <class T>
+  Params& Add(const std::optional<T>& value) {
+    return value ? Add(*value) : AddNull();
+  }
+  int size() const { return static_cast<int>(values_.size()); }
+  std::vector<const char*> Pointers() const;
+
+ private:
+  std::vector<std::optional<std::string>> values_;
+};
+
+// "c<16 hex digits>_": a statement-name prefix no other cache shares.
+std::string RandomStatementPrefix();
+
+// Per-connection cache of prepared statements, keyed by SQL text. Not
+// thread-safe: it belongs to one connection.
+class PreparedCache {
+ public:
+  // Returns the statement name for `sql`, preparing it on first use.
+  const std::string& Prepare(pg_conn* conn, const char* operation,
+                             const std::string& sql, int n_params);
+  void Clear() {
+    names_.clear();
+    ++generation_;
+  }
+  // Changes whenever the cache starts over (DEALLOCATE ALL): names handed
+  // out before are then gone on the server too.
+  std::uint64_t generation() const { return generation_; }
+
+  // Statements kept per connection before the cache starts over.
+  static constexpr std::size_t kMaxPrepared = 512;
+
+ private:
+  std::unordered_map<std::string, std::string> names_;
+  // Random per cache, so per connection instance: behind a pooler that
+  // mixes sessions, a name prepared by another client (or by another of
+  // ours) is "does not exist", never someone else's statement.
+  const std::string prefix_ = RandomStatementPrefix();
+  std::uint64_t next_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+// Runs one parameterized statement; throws the mapped error unless it
+// returned rows or completed.
+Result Exec(Session session, const char* operation, const std::string& sql,
+            const Params& params = {});
+// The same, but returns whatever result came back (null when libpq could
+// not send it) for the caller to judge; throws only when preparing failed,
+// and then the statement was never sent.
+Result ExecUnchecked(Session session, const char* operation,
+                     const std::string& sql, const Params& params = {});
+// One statement of a pipeline.
+struct Statement {
+  std::string sql;
+  Params params;
+};
+// Runs the statements in order in one round trip (libpq pipeline mode) and
+// returns their results. When one fails the server skips the rest; the
+// first error is thrown after the pipeline is drained, and inside a
+// transaction block it aborts the transaction like any failed statement.
+std::vector<Result> ExecPipelined(Session session, const char* operation,
+                                  const std::vector<Statement>& statements);
+// What ExecCommitted saw of a statement run in a transaction of its own.
+struct CommittedExec {
+  Result rows;            // the statement's result; null: never came back
+  bool in_doubt = false;  // the connection broke after the statement was
+                          // sent and before COMMIT answered: it may have
+                          // committed
+};
+// Runs `statement` in a READ COMMITTED transaction of its own, in one round
+// trip: the statement, a flush request and a sync (an implicit transaction
+// the server commits at the sync; BEGIN and COMMIT around them instead
+// behind a transaction pooler, with local settings, or where the session's
+// default isolation is another). The server sends the statement's result
+// before it commits, so a caller whose COMMIT breaks usually holds what the
+// statement returned (RETURNING) to look for. Throws the statement's (or
+// COMMIT's) error when the server refused it (nothing committed; the
+// connection is left idle), and ConnectionLost when the connection was
+// already broken (nothing sent).
+CommittedExec ExecCommitted(Session session, const char* operation,
+                            const Statement& statement);
+// Runs a parameterless script (several statements) with the simple query
+// protocol; returns the last result.
+Result ExecScript(pg_conn* conn, const char* operation, const std::string& sql);
+// The same, with the session's local settings prepended when the script
+// starts a transaction (a multi-statement query is one transaction, and a
+// BEGIN in it takes the statements before it in).
+Result ExecScript(Session session, const char* operation,
+                  const std::string& sql);
+
+// COMMIT, whose errors go through the one mapper (ThrowError). Returns
+// false when the server answered with the tag ROLLBACK (the transaction
+// had failed). Throws CommitOutcomeUnknown when the connection broke with
+// COMMIT sent: it may or may not have committed.
+bool Commit(Session session, const char* operation);
+// ROLLBACK when the connection is open and inside a transaction block;
+// errors are dropped (the caller has news of its own, and a broken
+// connection is the pool's to discard).
+void RollbackQuietly(Session session);
+
+}  // namespace compaction::pg
