@@ -1,7 +1,10 @@
 // The settings' parsers: text to a value within its bounds, or a
 // ConfigError naming the key; and the checks between settings.
 #include <limits>
+#include <map>
+#include <string>
 
+#include "compaction/janitor.hpp"
 #include "daemon/config_parse.hpp"
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
@@ -190,35 +193,48 @@ void CheckRelations(const Settings& s, const Values& effective) {
   }
 }
 
-// The library's rules for SweepOptions' pacing (batch_pause, duty_cycle and
-// claim_ttl, which the sweep and the cleaner share), applied to both jobs'
-// keys so an error names the key the operator wrote. One copy of the rules
-// on this side; it is to become a call of the library's own validation.
+// The library's own rules for SweepOptions (compaction::CheckSweepOptions),
+// applied to each job's options as the scheduler builds them, and reported
+// under the key the operator wrote: one rule, one message, on both sides.
 void CheckSweepPacing(const Settings& s, const Values& effective) {
   struct Job {
+    const char* batch_key;
+    int batch_size;
     const char* pause_key;
     Millis pause;
     const char* duty_key;
     double duty;
   };
-  for (const Job& job :
-       {Job{"batch-pause", s.batch_pause, "duty-cycle", s.duty_cycle},
-        Job{"cleaner-batch-pause", s.cleaner_batch_pause, "cleaner-duty-cycle",
-            s.cleaner_duty_cycle}}) {
-    if (job.pause > kMaxBatchPause) {
-      Invalid(job.pause_key, effective.at(job.pause_key),
-              "must be at most " + FormatDuration(kMaxBatchPause));
+  for (const Job& job : {Job{"batch-size", s.batch_size, "batch-pause",
+                             s.batch_pause, "duty-cycle", s.duty_cycle},
+                         Job{"cleaner-batch-size", s.cleaner_batch_size,
+                             "cleaner-batch-pause", s.cleaner_batch_pause,
+                             "cleaner-duty-cycle", s.cleaner_duty_cycle}}) {
+    compaction::SweepOptions o;
+    o.batch_size = job.batch_size;
+    o.max_batches = s.max_batches;
+    o.statement_timeout = s.statement_timeout;
+    o.claim_ttl = s.claim_ttl;
+    o.batch_pause = job.pause;
+    o.duty_cycle = job.duty;
+    const auto error = compaction::CheckSweepOptions(o);
+    if (!error) continue;
+    const std::map<std::string, std::string> key_of{
+        {"batch_size", job.batch_key},
+        {"max_batches", "max-batches"},
+        {"statement_timeout", "statement-timeout"},
+        {"claim_ttl", "claim-ttl"},
+        {"batch_pause", job.pause_key},
+        {"duty_cycle", job.duty_key}};
+    const auto key = key_of.find(error->field);
+    if (key == key_of.end())
+      throw ConfigError(error->field + " " + error->message);
+    std::string why = error->message;
+    for (std::size_t at = why.find("claim_ttl"); at != std::string::npos;
+         at = why.find("claim_ttl", at)) {
+      why.replace(at, 9, "claim-ttl");
     }
-    // A claim must outlast the pause it covers.
-    if (job.pause.count() > 0 && job.pause >= s.claim_ttl) {
-      Invalid(
-          job.pause_key, effective.at(job.pause_key),
-          "must be shorter than claim-ttl (" + effective.at("claim-ttl") + ")");
-    }
-    if (!(job.duty > 0.0 && job.duty <= 1.0)) {
-      Invalid(job.duty_key, effective.at(job.duty_key),
-              "must be above 0 and at most 1");
-    }
+    Invalid(key->second, effective.at(key->second), why);
   }
 }
 

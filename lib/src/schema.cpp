@@ -68,7 +68,8 @@ std::string CitusLayout(const ClientCore& core, pg_conn* conn,
        {"{schema_name}",
         pg::QuoteLiteral(conn, core.options().schema, operation)},
        {"{citus_topic_v1}",
-        pg::QuoteLiteral(conn, std::string(sql::k_citus_topic_v1), operation)}});
+        pg::QuoteLiteral(conn, std::string(sql::k_citus_topic_v1),
+                         operation)}});
 }
 
 const char* ProfileName(Profile profile) {
