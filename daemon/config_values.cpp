@@ -77,10 +77,15 @@ Millis ToTimer(const std::string& key, const std::string& v) {
   return ToDuration(key, v, kMaxTimer, "one year");
 }
 
-// A pause: 0 turns it off; its bound is CheckSweepPacing's.
+// A pause: 0 turns it off. Bounded here like every duration, in the
+// operator's units; the library's CheckSweepOptions (CheckSweepPacing
+// below) has the same bound and the rules between settings.
 Millis ToPause(const std::string& key, const std::string& v) {
   auto d = ParseDuration(v);
   if (!d) Invalid(key, v, "expected a duration such as 0, 10ms, 1s");
+  if (*d > kMaxBatchPause) {
+    Invalid(key, v, "must be at most " + FormatDuration(kMaxBatchPause));
+  }
   return *d;
 }
 
