@@ -87,8 +87,10 @@ $produce$;
 -- naming the partition so it routes to the key's shard. A lock_timeout the
 -- caller set with set_config() stays on the coordinator; re-set here with
 -- citus.propagate_set_commands = 'local', it reaches the worker the lock
--- waits on. Once the lock is held the worker's lock_timeout goes back to
--- its default (the caller restores the coordinator's own).
+-- waits on, with the caller's own value, which it keeps after the call
+-- (the library restores a LockOptions::lock_timeout itself). The SET
+-- clause scopes citus.propagate_set_commands to the call: the caller's
+-- later SET LOCALs propagate as they did before it.
 CREATE OR REPLACE FUNCTION {schema}.lock_{id}(
     p_key text, p_guarded boolean,
     OUT status "char", OUT id bigint, OUT message_key text,
@@ -96,6 +98,7 @@ CREATE OR REPLACE FUNCTION {schema}.lock_{id}(
     OUT created_at timestamptz, OUT payload jsonb)
   LANGUAGE plpgsql
   SET search_path = pg_catalog, pg_temp
+  SET citus.propagate_set_commands = 'local'
 AS $lock$
 #variable_conflict use_column
 DECLARE
@@ -110,7 +113,6 @@ BEGIN
       status := 'g';
       RETURN;
     END IF;
-    SET LOCAL citus.propagate_set_commands = 'local';
     EXECUTE pg_catalog.format('SET LOCAL lock_timeout = %L', v_timeout);
   END IF;
   FOR v_round IN 1..16 LOOP
@@ -118,9 +120,6 @@ BEGIN
       WHERE h.message_key = p_key AND h.partition = v_partition
       FOR UPDATE OF h;
     IF FOUND THEN
-      IF v_timeout <> '0' THEN
-        SET LOCAL lock_timeout TO DEFAULT;
-      END IF;
       IF v_head IS NULL THEN
         UPDATE {schema}.compaction_head_{id} h
           SET updated_at = statement_timestamp(),
@@ -142,9 +141,6 @@ BEGIN
       VALUES (p_key, v_partition)
       ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO NOTHING;
     IF FOUND THEN
-      IF v_timeout <> '0' THEN
-        SET LOCAL lock_timeout TO DEFAULT;
-      END IF;
       status := 'e';
       RETURN;
     END IF;

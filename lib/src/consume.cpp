@@ -112,6 +112,7 @@ bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
 // (those holding its RowExclusiveLock: an INSERT takes it before it draws
 // an id and keeps it to its end), as one statement saw them.
 struct LogMark {
+  std::int64_t topic_id = 0;  // a re-created topic's ids start again
   std::int64_t max_id = 0;
   std::set<std::string> writers;  // pg_locks.virtualtransaction
 };
@@ -123,8 +124,9 @@ std::string LogMarkColumns(const std::string& message,
          " m), 0), (SELECT pg_catalog.string_agg(l.virtualtransaction, ',') "
          "FROM pg_catalog.pg_locks l WHERE l.relation = " +
          table +
-         "::regclass AND "
-         "l.mode = 'RowExclusiveLock')";
+         "::regclass AND l.database = (SELECT d.oid FROM "
+         "pg_catalog.pg_database d WHERE d.datname = "
+         "pg_catalog.current_database()) AND l.mode = 'RowExclusiveLock')";
 }
 
 LogMark ReadMark(const pg::Result& r, int col) {
@@ -250,6 +252,7 @@ bool WaitForMessages(ClientCore& core, const std::string& topic,
   for (;;) {
     const bool found =
         WithTopic(core, kOp, topic, [&](pg::Session s, const TopicInfo& t) {
+          if (mark && mark->topic_id != t.id) mark.reset();
           if (mark && quick_probes < kQuickProbesPerFull) {
             const LogMark now = ProbeLog(core, s, t);
             const bool moved =
@@ -268,6 +271,7 @@ bool WaitForMessages(ClientCore& core, const std::string& topic,
           if (ProbePositions(core, s, t, consumer, now)) return true;
           now.writers.insert(writers_before.begin(), writers_before.end());
           writers_before = now.writers;
+          now.topic_id = t.id;
           mark = std::move(now);
           quick_probes = 0;
           return false;

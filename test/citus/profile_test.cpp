@@ -243,6 +243,11 @@ TEST_CASE(
   waiter.Query("ROLLBACK TO SAVEPOINT guarded");
   // The transaction goes on: another key locks at once.
   CHECK(waiter.Value(lock + "('other', true)") == "e");
+  // Once the lock is held, the caller's own settings are as it left them.
+  CHECK(waiter.Value("SELECT pg_catalog.current_setting('lock_timeout')") ==
+        "200ms");
+  CHECK(waiter.Value("SELECT pg_catalog.current_setting("
+                     "'citus.propagate_set_commands')") == "none");
   waiter.Query("ROLLBACK");
 
   // Why lock_<id> re-sets it: the same lock as a plain statement keeps
