@@ -204,12 +204,14 @@ TEST_CASE("Update retries a connection lost before its COMMIT") {
   auto value = key.Update(
       [&](const std::optional<Counter>& current) {
         if (++calls == 1) {
-          // The Update's own backend, holding the key's lock.
+          // The Update's own backend, holding the key's lock (this test's
+          // schema: other tests lock keys at the same time).
           CHECK(db.raw().Int(
                     "SELECT count(pg_catalog.pg_terminate_backend(pid)) FROM "
                     "pg_stat_activity WHERE state = 'idle in transaction' "
                     "AND strpos(query, 'compaction:LockCompactionHead') > 0 "
-                    "AND pid <> pg_backend_pid()") == 1);
+                    "AND strpos(query, $1) > 0 AND pid <> pg_backend_pid()",
+                    {db.schema()}) == 1);
         }
         return PlusOne(current);
       },
