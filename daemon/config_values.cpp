@@ -174,28 +174,28 @@ std::string ToListen(const std::string& key, const std::string& v) {
   return v;
 }
 
+// `longer_key`'s value must be at least `shorter_key`'s.
+template <class Duration>
+void CheckNotShorter(const Values& effective, const char* longer_key,
+                     Duration longer, const char* shorter_key,
+                     Duration shorter) {
+  if (longer < shorter) {
+    Invalid(longer_key, effective.at(longer_key),
+            std::string("must not be shorter than ") + shorter_key + " (" +
+                effective.at(shorter_key) + ")");
+  }
+}
+
 void CheckRelations(const Settings& s, const Values& effective) {
-  if (s.max_interval < s.min_interval) {
-    Invalid("max-interval", effective.at("max-interval"),
-            "must not be shorter than min-interval (" +
-                effective.at("min-interval") + ")");
-  }
-  if (s.reconnect_max < s.reconnect_min) {
-    Invalid("reconnect-max", effective.at("reconnect-max"),
-            "must not be shorter than reconnect-min (" +
-                effective.at("reconnect-min") + ")");
-  }
-  if (s.claim_ttl < s.statement_timeout) {
-    // A claim shorter than one batch could lapse while the batch still runs.
-    Invalid("claim-ttl", effective.at("claim-ttl"),
-            "must not be shorter than statement-timeout (" +
-                effective.at("statement-timeout") + ")");
-  }
-  if (s.cleaner_max_interval < s.cleaner_min_interval) {
-    Invalid("cleaner-max-interval", effective.at("cleaner-max-interval"),
-            "must not be shorter than cleaner-min-interval (" +
-                effective.at("cleaner-min-interval") + ")");
-  }
+  CheckNotShorter(effective, "max-interval", s.max_interval, "min-interval",
+                  s.min_interval);
+  CheckNotShorter(effective, "reconnect-max", s.reconnect_max, "reconnect-min",
+                  s.reconnect_min);
+  // A claim shorter than one batch could lapse while the batch still runs.
+  CheckNotShorter(effective, "claim-ttl", s.claim_ttl, "statement-timeout",
+                  s.statement_timeout);
+  CheckNotShorter(effective, "cleaner-max-interval", s.cleaner_max_interval,
+                  "cleaner-min-interval", s.cleaner_min_interval);
 }
 
 // The library's own rules for SweepOptions (compaction::CheckSweepOptions),
