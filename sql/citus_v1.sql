@@ -475,3 +475,65 @@ BEGIN
   RETURN v_count;
 END
 $count_tombstoned_keys$;
+
+-- The stats (lib/src/stats.cpp, stats_log.cpp) read a table's size from
+-- the catalogs; on the coordinator a distributed table is an empty shell,
+-- so on Citus they come from the shards: the sum of the shards' reltuples,
+-- and of their estimates as the single-node stats make them (density at
+-- the last statistics times the current size). 0 and 0 for a table
+-- dropped meanwhile.
+CREATE OR REPLACE FUNCTION {schema}.shard_sizes(
+    p_table text, OUT reltuples bigint, OUT estimated bigint)
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $shard_sizes$
+DECLARE
+  v_table CONSTANT regclass := pg_catalog.to_regclass(p_table);
+BEGIN
+  reltuples := 0;
+  estimated := 0;
+  IF v_table IS NULL THEN
+    RETURN;
+  END IF;
+  SELECT coalesce(pg_catalog.sum(pg_catalog.split_part(r.result, ' ', 1)
+                    ::float8), 0)::bigint,
+         coalesce(pg_catalog.sum(pg_catalog.split_part(r.result, ' ', 2)
+                    ::float8), 0)::bigint
+  INTO reltuples, estimated
+  FROM pg_catalog.run_command_on_shards(v_table,
+    'SELECT pg_catalog.concat(greatest(c.reltuples, 0), '' '', CASE WHEN '
+    'c.relpages > 0 AND c.reltuples > 0::float4 THEN c.reltuples::float8 '
+    '/ c.relpages::float8 * (pg_catalog.pg_relation_size(c.oid) / '
+    'pg_catalog.current_setting(''block_size'')::bigint)::float8 ELSE 0 '
+    'END) FROM pg_catalog.pg_class c WHERE c.oid = '
+    'pg_catalog.to_regclass(''%s'')') r
+  WHERE r.success AND r.result <> '';
+END
+$shard_sizes$;
+
+-- A topic's head figures for the stats statement (StatsSelect): the
+-- headless rows counted up to p_limit, the oldest usable idle_since, and
+-- the head rows from the shards' catalogs. Statements of their own: the
+-- single-node statement joins the head table with the coordinator's
+-- tables and catalogs, which Citus refuses (42601).
+CREATE OR REPLACE FUNCTION {schema}.head_stats(
+    p_topic_id bigint, p_limit bigint, OUT headless bigint,
+    OUT oldest_idle_since timestamptz, OUT head_rows bigint)
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $head_stats$
+DECLARE
+  v_head CONSTANT text := pg_catalog.format('%I.%I', {schema_name}::text,
+    pg_catalog.concat('compaction_head_', p_topic_id));
+BEGIN
+  EXECUTE pg_catalog.concat('SELECT pg_catalog.count(*) FROM (SELECT 1 FROM ',
+    v_head, ' h WHERE h.idle_since IS NOT NULL LIMIT $1) l')
+  INTO headless
+  USING p_limit;
+  EXECUTE pg_catalog.concat('SELECT o.idle_since FROM ', v_head,
+    ' o WHERE o.idle_since > ''-infinity''::timestamptz ',
+    'ORDER BY o.idle_since LIMIT 1')
+  INTO oldest_idle_since;
+  SELECT s.reltuples INTO head_rows FROM {schema}.shard_sizes(v_head) s;
+END
+$head_stats$;

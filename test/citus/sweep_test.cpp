@@ -91,8 +91,7 @@ TEST_CASE(
   CHECK(cleaned.batches > 2);  // bounded: 5 rows per shard and batch
   CHECK(raw.Int("SELECT count(*) FROM " + message) == 32);
   CHECK(raw.Int("SELECT count(*) FROM " + head + " h JOIN " + message +
-                " m ON m.id = h.head_id AND m.partition = h.partition") ==
-        32);
+                " m ON m.id = h.head_id AND m.partition = h.partition") == 32);
   CHECK(raw.Int("SELECT count(*) FROM " + db.QuotedSchema() +
                 ".log_cleaner_state WHERE last_error IS NOT NULL") == 0);
   // The expired tombstones' keys turned headless.
@@ -154,4 +153,41 @@ TEST_CASE(
   CHECK(janitor.CompactLog("held", options).tombstones_expired == 1);
   CHECK(janitor.SweepHeadless("held", options).deleted == 1);
   CHECK(db.raw().Int("SELECT count(*) FROM " + head) == 0);
+}
+
+TEST_CASE("the stats read the shards, not the coordinator's shell tables") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("sized");
+  compaction::TopicConfig config = SpreadTopic();
+  config.headless_ttl = 1h;
+  topic.Register(config);
+  auto producer = topic.RegisterProducer();
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = "key-" + std::to_string(k);
+    producer.Produce(Counter{k}, testing::Compacted(key, 1));
+  }
+  const std::string id = std::to_string(db.TopicId("sized"));
+  for (int k = 0; k < 30; ++k) {
+    db.raw().Query("SELECT " + db.QuotedSchema() + ".lock_" + id + "('idle-" +
+                   std::to_string(k) + "', false)");
+  }
+  // Statistics on the shards (ANALYZE through the coordinator would not
+  // reach them); the coordinator's shell tables stay empty.
+  db.raw().Query(
+      "SELECT pg_catalog.run_command_on_shards(t, 'ANALYZE %s') "
+      "FROM (VALUES ($1::regclass), ($2::regclass)) v(t)",
+      {db.MessageTable("sized"), db.HeadTable("sized")});
+
+  const compaction::TopicStats stats = topic.Stats();
+  CHECK(stats.headless_rows == 30);
+  CHECK_FALSE(stats.headless_rows_estimated);
+  CHECK(stats.oldest_headless_age > 0ms);
+  CHECK(stats.estimated_head_rows == 230);
+  CHECK(stats.estimated_messages == 200);
+  const std::vector<compaction::TopicOverview> listed =
+      db.client().ListTopicStats();
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0].error.empty());
+  CHECK(listed[0].stats.headless_rows == 30);
+  CHECK(listed[0].stats.estimated_messages == 200);
 }
