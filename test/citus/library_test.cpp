@@ -1,0 +1,119 @@
+// The library's own operations on a coordinator and two workers
+// (test/citus/with_cluster.sh), through the public API: what touches one
+// key runs on its worker with a plain commit (no PREPARE TRANSACTION in
+// citus.log_remote_commands), and the plain and batch produce name the
+// partition so Citus can route them.
+#include <catch2/catch.hpp>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "live_db.hpp"
+
+using testing::Counter;
+using testing::LiveDb;
+
+namespace {
+
+// The commands the coordinator sent to the workers, from the NOTICEs
+// citus.log_remote_commands raises on the library's own connections.
+struct RemoteCommands {
+  std::mutex mutex;
+  std::vector<std::string> issued;
+  compaction::NoticeHandler Handler() {
+    return [this](const compaction::Notice& n) {
+      if (n.message.rfind("issuing ", 0) != 0) return;
+      std::lock_guard lock(mutex);
+      issued.push_back(n.message);
+    };
+  }
+  std::vector<std::string> Take() {
+    std::lock_guard lock(mutex);
+    return std::exchange(issued, {});
+  }
+};
+
+std::string Join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) out += line.substr(0, 200) + "\n";
+  return out;
+}
+
+int Count(const std::vector<std::string>& lines, const std::string& text) {
+  int n = 0;
+  for (const std::string& line : lines) {
+    if (line.find(text) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+// A client whose connections log what the coordinator sends the workers.
+compaction::Client LoggingClient(LiveDb& db, RemoteCommands& remote) {
+  compaction::ClientOptions options = testing::ClientOptionsForTests();
+  options.schema = db.schema();
+  options.notice_handler = remote.Handler();
+  return compaction::Client::Connect(
+      testing::ClientConninfo("options='-c citus.log_remote_commands=on "
+                              "-c client_min_messages=notice'"),
+      options);
+}
+
+compaction::TopicConfig FourShards() {
+  compaction::TopicConfig config;
+  config.partitions = 4;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "LockCompactionHead, ProduceInTx, Update and the head read of one key "
+    "run on its worker with a plain commit") {
+  LiveDb db;
+  db.client().Topic<Counter>("one-key").Register(FourShards());
+  RemoteCommands remote;
+  compaction::Client client = LoggingClient(db, remote);
+  auto topic = client.Topic<Counter>("one-key");
+  auto producer = topic.RegisterProducer();
+  const auto key = topic.Key("k");
+  remote.Take();
+
+  // Lock (new key: the headless row), produce through the producer and
+  // through the key handle, each in one transaction.
+  CHECK(testing::Increment(client, key, producer) == 1);
+  CHECK(testing::Increment(client, key, producer) == 2);
+  client.InTransaction([&](compaction::Tx& tx) {
+    const auto head = key.LockCompactionHead(tx);
+    REQUIRE(head);
+    key.ProduceInTx(tx, Counter{head->message.value + 1});
+  });
+  for (int i = 0; i < 2; ++i) {
+    key.Update([](const std::optional<Counter>& c) {
+      return std::optional<Counter>(Counter{c ? c->value + 1 : 1});
+    });
+  }
+  std::vector<std::string> issued = remote.Take();
+  INFO(Join(issued));
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
+  CHECK(Count(issued, "issuing COMMIT") == 5);
+  CHECK(Count(issued, "FOR UPDATE") == 5);
+
+  const auto head = key.CompactionHead();
+  REQUIRE(head);
+  CHECK(head->message.value == 5);
+  issued = remote.Take();
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
+  CHECK(Count(issued, "SELECT") == 1);  // routed to the key's shard alone
+
+  // The listing joins heads and messages on every shard.
+  for (int i = 0; i < 12; ++i) {
+    topic.Key("other-" + std::to_string(i)).Update([](const auto&) {
+      return std::optional<Counter>(Counter{7});
+    });
+  }
+  const auto heads = topic.ListCompactionHeads();
+  REQUIRE(heads.size() == 13);
+  CHECK(heads.front().message_key == "k");
+  CHECK(heads.back().message.value == 7);
+}
