@@ -4,8 +4,11 @@
 // citus.log_remote_commands), and the plain and batch produce name the
 // partition so Citus can route them.
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -116,4 +119,50 @@ TEST_CASE(
   REQUIRE(heads.size() == 13);
   CHECK(heads.front().message_key == "k");
   CHECK(heads.back().message.value == 7);
+}
+
+TEST_CASE(
+    "two first updates of a new key compose: the second waits on the "
+    "worker (citus_lock_waits) and reads the first's value") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("race");
+  topic.Register(FourShards());
+  auto producer = topic.RegisterProducer();
+  const auto key = topic.Key("fresh");
+
+  std::promise<void> locked;
+  std::promise<void> go_on;
+  auto first = std::async(std::launch::async, [&] {
+    return db.client().InTransaction([&](compaction::Tx& tx) {
+      const auto head = key.LockCompactionHead(tx);
+      locked.set_value();
+      go_on.get_future().wait();
+      const std::int64_t next = (head ? head->message.value : 0) + 1;
+      producer.ProduceInTx(tx, Counter{next}, testing::Compacted("fresh"));
+      return next;
+    });
+  });
+  locked.get_future().wait();
+  auto second = std::async(std::launch::async, [&] {
+    return testing::Increment(db.client(), key, producer);
+  });
+  // The second waits on the worker for the first's row lock: Citus's view
+  // of the lock graph across nodes shows it.
+  bool waiting = false;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!waiting && std::chrono::steady_clock::now() < deadline) {
+    waiting = db.raw().Int(
+                  "SELECT count(*) FROM pg_catalog.citus_lock_waits WHERE "
+                  "strpos(blocked_statement, 'lock_') > 0 OR "
+                  "strpos(blocked_statement, 'compaction_head_') > 0") > 0;
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(waiting);
+  go_on.set_value();
+  CHECK(first.get() == 1);
+  CHECK(second.get() == 2);
+  const auto head = key.CompactionHead();
+  REQUIRE(head);
+  CHECK(head->message.value == 2);
 }
