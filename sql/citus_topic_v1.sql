@@ -12,8 +12,10 @@
 -- shard computes anything. The writer supplies the partition (the topic's
 -- functions below; the same hash as the single-node generated column) and
 -- a CHECK on the shard holds it to the rule. Keyless messages have no hash
--- to follow and take any partition.
-ALTER TABLE {schema}.message_{id} ALTER COLUMN partition DROP EXPRESSION;
+-- to follow and take any partition. The single-node CHECK of the same name
+-- calls a plpgsql function the shards do not have.
+ALTER TABLE {schema}.message_{id}
+  DROP CONSTRAINT message_{id}_partition_of_key;
 ALTER TABLE {schema}.message_{id}
   ADD CONSTRAINT message_{id}_partition_of_key CHECK (
     partition >= 0 AND partition < {partitions}

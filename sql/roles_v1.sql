@@ -86,9 +86,14 @@ BEGIN
   -- Messages: the columns a plain produce names; the identity and
   -- created_at take their defaults, and without compaction_rank a direct
   -- insert is never a compacted message or a tombstone (the tombstone
-  -- CHECK). Compacted messages go through produce_<id>.
+  -- CHECK). Compacted messages go through produce_<id>. A keyed message
+  -- names its partition (a CHECK holds it to the key's); an unkeyed one's
+  -- default reads the id it drew with currval, which needs SELECT on the
+  -- identity's sequence.
   EXECUTE pg_catalog.concat('GRANT SELECT, INSERT (message_key, ',
-    'schema_version, payload) ON ', v_message, ' TO {app_role}');
+    'schema_version, payload, partition) ON ', v_message, ' TO {app_role}');
+  EXECUTE pg_catalog.concat('GRANT SELECT ON SEQUENCE ',
+    pg_catalog.pg_get_serial_sequence(v_message, 'id'), ' TO {app_role}');
   -- Heads: the lock inserts headless rows (the rest are defaults) and
   -- refreshes them; FOR UPDATE needs UPDATE on some column, and these are
   -- the two the refresh writes (a trigger keeps them the server's time,

@@ -35,6 +35,12 @@ void ValidateProduce(const char* op, const Outgoing& message,
   }
 }
 
+std::string PartitionOfKeySql(const std::string& key_sql, int partitions) {
+  const std::string n = std::to_string(partitions) + "::bigint";
+  return "((pg_catalog.hashtextextended(" + key_sql + ", 0::bigint) % " + n +
+         " + " + n + ") % " + n + ")::integer";
+}
+
 namespace {
 
 constexpr const char* kOp = "Produce";
@@ -48,13 +54,19 @@ constexpr const char* kOp = "Produce";
 constexpr const char* kXidFirst =
     "xid_first AS MATERIALIZED (SELECT pg_catalog.pg_current_xact_id())";
 
-std::string PlainInsertSql(const ClientCore& core, std::int64_t id) {
+// A keyed message names its key's partition (sql/topic_v1.sql, the
+// partition column and its CHECK); an unkeyed one takes the column's
+// default, which spreads by the id the row draws.
+std::string PlainInsertSql(const ClientCore& core, const TopicInfo& topic,
+                           bool keyed) {
   return std::string("/* compaction:Produce */ WITH ") + kXidFirst +
-         " INSERT INTO " + core.MessageTable(id) +
-         " (message_key, schema_version, payload) "
-         "SELECT $1::text, $2::integer, $3::jsonb FROM xid_first "
-         "RETURNING id, " +
-         Micros("created_at") + ", false";
+         " INSERT INTO " + core.MessageTable(topic.id) +
+         (keyed ? " (message_key, schema_version, payload, partition) "
+                  "SELECT $1::text, $2::integer, $3::jsonb, " +
+                      PartitionOfKeySql("$1::text", topic.partitions)
+                : std::string(" (message_key, schema_version, payload) "
+                              "SELECT $1::text, $2::integer, $3::jsonb")) +
+         " FROM xid_first RETURNING id, " + Micros("created_at") + ", false";
 }
 
 // The message and its head move in one call of the topic's SECURITY
@@ -83,7 +95,7 @@ pg::Statement BuildProduce(const ClientCore& core, const TopicInfo& topic,
     st.params.Add(options.compaction->rank);
     st.sql = CompactedInsertSql(core, topic.id);
   } else {
-    st.sql = PlainInsertSql(core, topic.id);
+    st.sql = PlainInsertSql(core, topic, options.message_key.has_value());
   }
   return st;
 }

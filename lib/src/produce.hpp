@@ -1,6 +1,8 @@
 // What single produces and batches share.
 #pragma once
 
+#include <string>
+
 #include "compaction/detail/entry_points.hpp"
 #include "compaction/message.hpp"
 
@@ -11,5 +13,11 @@ namespace compaction::detail {
 // a key, the key and the schema version must be valid.
 void ValidateProduce(const char* operation, const Outgoing& message,
                      const ProduceOptions& options);
+
+// The SQL expression of the partition of the key `key_sql` (an SQL text
+// expression) in a topic of `partitions` partitions: the rule of
+// sql/topic_v1.sql (a stable hash of the key, non-negative without abs(),
+// which fails on the smallest bigint).
+std::string PartitionOfKeySql(const std::string& key_sql, int partitions);
 
 }  // namespace compaction::detail

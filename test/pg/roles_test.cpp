@@ -291,3 +291,34 @@ TEST_CASE(
   admin.TryExec("DROP SCHEMA \"" + schema + "\" CASCADE");
   admin.TryExec("DROP ROLE \"" + installer + "\"");
 }
+
+TEST_CASE("roles: the app role's plain produces name or default a partition") {
+  RoleFixture f;
+  auto app = f.ClientAs("app");
+  auto topic = app.Topic<Counter>("spread");
+  compaction::TopicConfig config;
+  config.partitions = 3;
+  topic.Register(config);
+  auto producer = topic.RegisterProducer();
+  for (int i = 0; i < 6; ++i) {
+    producer.Produce(Counter{i});  // the default reads the id: currval
+    producer.Produce(Counter{i},
+                     compaction::ProduceOptions{"k" + std::to_string(i),
+                                                std::nullopt});
+  }
+  const std::string table = f.db.MessageTable("spread");
+  CHECK(f.db.raw().Int("SELECT count(DISTINCT partition) FROM " + table +
+                       " WHERE message_key IS NULL") == 3);
+  CHECK(f.db.raw().Int(
+            "SELECT count(*) FROM " + table +
+            " WHERE message_key IS NOT NULL AND partition = "
+            "((hashtextextended(message_key, 0) % 3 + 3) % 3)::integer") ==
+        6);
+  RawConn raw("user=" + f.Login("app"));
+  const int right = static_cast<int>(
+      raw.Int("SELECT ((hashtextextended('x', 0) % 3 + 3) % 3)::integer"));
+  CHECK(raw.TryExec("INSERT INTO " + table +
+                    " (message_key, schema_version, payload, partition) "
+                    "VALUES ('x', 1, '{}', " +
+                    std::to_string((right + 1) % 3) + ")") == "23514");
+}
