@@ -166,3 +166,45 @@ TEST_CASE(
   REQUIRE(head);
   CHECK(head->message.value == 2);
 }
+TEST_CASE(
+    "the plain produce and a batch name the partition: keyless, keyed and "
+    "one key's batch") {
+  LiveDb db;
+  db.client().Topic<Counter>("plain").Register(FourShards());
+  RemoteCommands remote;
+  compaction::Client client = LoggingClient(db, remote);
+  auto producer = client.Topic<Counter>("plain").RegisterProducer();
+  remote.Take();
+
+  producer.Produce(Counter{1});  // keyless
+  compaction::ProduceOptions keyed;
+  keyed.message_key = "uncompacted";
+  producer.Produce(Counter{2}, keyed);
+  std::vector<std::string> issued = remote.Take();
+  INFO(Join(issued));
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
+
+  // A batch over one key: one shard, a plain commit.
+  std::vector<compaction::Outgoing<Counter>> batch;
+  for (int i = 1; i <= 3; ++i) {
+    batch.push_back({Counter{i}, testing::Compacted("b", i)});
+  }
+  const auto results = producer.ProduceBatch(batch);
+  REQUIRE(results.size() == 3);
+  issued = remote.Take();
+  INFO(Join(issued));
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
+  const auto head = client.Topic<Counter>("plain").Key("b").CompactionHead();
+  REQUIRE(head);
+  CHECK(head->message.value == 3);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("plain")) == 5);
+
+  // The control: a batch over keys on both workers is a two-phase commit.
+  batch.clear();
+  for (int i = 0; i < 16; ++i) {
+    batch.push_back({Counter{i}, testing::Compacted("m-" + std::to_string(i))});
+  }
+  CHECK(producer.ProduceBatch(batch).size() == 16);
+  issued = remote.Take();
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 2);
+}
