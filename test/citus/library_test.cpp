@@ -208,3 +208,63 @@ TEST_CASE(
   issued = remote.Take();
   CHECK(Count(issued, "PREPARE TRANSACTION") == 2);
 }
+
+TEST_CASE(
+    "a distributed deadlock over keys on both workers is a RetryableError "
+    "(40P01) and the other transaction goes on") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("deadlock");
+  topic.Register(FourShards());
+  const std::string head = db.HeadTable("deadlock");
+  // Two keys whose shards live on different workers.
+  auto node_of = [&](const std::string& key) {
+    return db.raw().Int(
+        "SELECT s.nodeport FROM pg_catalog.citus_shards s WHERE s.shardid = "
+        "pg_catalog.get_shard_id_for_distribution_column($1::regclass, "
+        "((pg_catalog.hashtextextended($2::text, 0) % 4 + 4) % 4)::integer)",
+        {head, key});
+  };
+  const std::string k1 = "key-0";
+  std::string k2;
+  for (int i = 1; i < 64 && k2.empty(); ++i) {
+    const std::string candidate = "key-" + std::to_string(i);
+    if (node_of(candidate) != node_of(k1)) k2 = candidate;
+  }
+  REQUIRE_FALSE(k2.empty());
+  for (const std::string& k : {k1, k2}) {
+    topic.Key(k).Update(
+        [](const auto&) { return std::optional<Counter>(Counter{1}); });
+  }
+
+  std::promise<void> a_locked;
+  std::promise<void> b_locked;
+  auto run = [&](const std::string& first, const std::string& second,
+                 std::promise<void>& mine,
+                 std::shared_future<void> other) -> std::string {
+    try {
+      db.client().InTransaction([&](compaction::Tx& tx) {
+        topic.Key(first).LockCompactionHead(tx);
+        mine.set_value();
+        other.wait();
+        topic.Key(second).LockCompactionHead(tx);
+      });
+      return "committed";
+    } catch (const compaction::RetryableError& e) {
+      return "retryable " + e.sqlstate();
+    } catch (const std::exception& e) {
+      return std::string("other: ") + e.what();
+    }
+  };
+  std::shared_future<void> a_ready = a_locked.get_future().share();
+  std::shared_future<void> b_ready = b_locked.get_future().share();
+  auto a = std::async(std::launch::async,
+                      [&] { return run(k1, k2, a_locked, b_ready); });
+  auto b = std::async(std::launch::async,
+                      [&] { return run(k2, k1, b_locked, a_ready); });
+  const std::string ra = a.get();
+  const std::string rb = b.get();
+  INFO(ra << " / " << rb);
+  // Citus's distributed deadlock detector cancels one of the two.
+  CHECK(((ra == "committed" && rb == "retryable 40P01") ||
+         (rb == "committed" && ra == "retryable 40P01")));
+}
