@@ -268,3 +268,82 @@ TEST_CASE(
   CHECK(((ra == "committed" && rb == "retryable 40P01") ||
          (rb == "committed" && ra == "retryable 40P01")));
 }
+
+TEST_CASE(
+    "a COMMIT broken while its worker commits is found committed by the "
+    "commit check") {
+  LiveDb db;
+  auto setup = db.client().Topic<Counter>("broken");
+  setup.Register(FourShards());
+  const std::string message = db.MessageTable("broken");
+  const auto shard = db.raw().Query(
+      "SELECT s.shard_name, s.nodeport FROM pg_catalog.citus_shards s WHERE "
+      "s.shardid = pg_catalog.get_shard_id_for_distribution_column("
+      "$1::regclass, ((pg_catalog.hashtextextended('k', 0) % 4 + 4) % 4)"
+      "::integer)",
+      {message});
+  REQUIRE(shard.size() == 1);
+  // On the key's worker, a deferred trigger on its shard makes the
+  // worker's COMMIT wait for an advisory lock this test holds.
+  testing::RawConn worker("port=" + *shard[0][1]);
+  const std::string s = db.QuotedSchema();
+  // Citus refuses DDL for its objects on a worker: the function is created
+  // through the coordinator (which propagates it), the trigger on the shard
+  // by hand, on purpose.
+  db.raw().Query("CREATE FUNCTION " + s +
+                 ".hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                 "PERFORM pg_catalog.pg_advisory_xact_lock(4242); "
+                 "RETURN NULL; END $$");
+  worker.Query("SET citus.enable_manual_changes_to_shards = on");
+  // shard_name comes schema-qualified.
+  worker.Query("CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON " +
+               *shard[0][0] +
+               " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION " +
+               s + ".hold()");
+  worker.Query("SELECT pg_catalog.pg_advisory_lock(4242)");
+
+  compaction::ClientOptions options = testing::ClientOptionsForTests();
+  options.schema = db.schema();
+  options.application_name = "broken_commit";
+  options.commit_check_timeout = std::chrono::seconds(3);
+  options.pool_size = 1;
+  compaction::Client client = compaction::Client::Connect("", options);
+  auto producer = client.Topic<Counter>("broken").RegisterProducer();
+  auto produced = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      producer.Produce(Counter{1}, testing::Compacted("k"));
+      return "committed";
+    } catch (const compaction::CommitOutcomeUnknown&) {
+      return "unknown";
+    } catch (const compaction::ConnectionLost&) {
+      return "lost";
+    } catch (const std::exception& e) {
+      return std::string("other: ") + e.what();
+    }
+  });
+  // The worker's COMMIT waits on the lock; then the coordinator's backend
+  // is terminated in the middle of its COMMIT.
+  bool waiting = false;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!waiting && std::chrono::steady_clock::now() < deadline) {
+    waiting = worker.Int(
+                  "SELECT count(*) FROM pg_catalog.pg_stat_activity "
+                  "WHERE wait_event_type = 'Lock' AND wait_event = "
+                  "'advisory'") > 0;
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(waiting);
+  CHECK(db.raw().Int("SELECT count(pg_catalog.pg_terminate_backend(pid)) "
+                     "FROM pg_catalog.pg_stat_activity WHERE "
+                     "application_name = 'broken_commit' AND state = "
+                     "'active'") == 1);
+  // Citus keeps the terminated backend until the worker answers its
+  // COMMIT: released, the worker commits, then the coordinator, and only
+  // then does the backend go. The broken COMMIT is found committed.
+  worker.Query("SELECT pg_catalog.pg_advisory_unlock(4242)");
+  const std::string outcome = produced.get();
+  CHECK(outcome == "committed");
+  CHECK(db.raw().Int("SELECT count(*) FROM " + message) == 1);
+  worker.Query("DROP TRIGGER hold ON " + *shard[0][0]);
+}
