@@ -152,3 +152,102 @@ END
 $lock$;
 
 REVOKE ALL ON FUNCTION {schema}.lock_{id}(text, boolean) FROM PUBLIC;
+
+-- The plain (not compacted) produce as plain statements, for the library's
+-- Produce on Citus (lib/src/produce.cpp): the single-node statement is an
+-- INSERT .. SELECT from a CTE that takes the transaction id first, which
+-- Citus runs through the coordinator with a two-phase commit. Here the xid
+-- comes first as in produce_{id}, then one INSERT .. VALUES routed to the
+-- row's shard: a keyed message names its key's partition, an unkeyed one
+-- takes the column's default (by the id it draws, evaluated on the
+-- coordinator before Citus routes the row). The caller's own privileges
+-- (SECURITY INVOKER): it inserts what the caller could insert directly.
+CREATE OR REPLACE FUNCTION {schema}.produce_plain_{id}(
+    p_key text, p_schema_version integer, p_payload jsonb,
+    OUT message_id bigint, OUT message_created_at timestamptz)
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $produce_plain$
+BEGIN
+  PERFORM pg_catalog.pg_current_xact_id();
+  IF p_key IS NULL THEN
+    INSERT INTO {schema}.message_{id} (schema_version, payload)
+    VALUES (p_schema_version, p_payload)
+    RETURNING id, created_at INTO message_id, message_created_at;
+  ELSE
+    INSERT INTO {schema}.message_{id}
+      (message_key, schema_version, payload, partition)
+    VALUES (p_key, p_schema_version, p_payload,
+            ((pg_catalog.hashtextextended(p_key, 0::bigint)
+              % {partitions}::bigint + {partitions}::bigint)
+             % {partitions}::bigint)::integer)
+    RETURNING id, created_at INTO message_id, message_created_at;
+  END IF;
+END
+$produce_plain$;
+
+-- produce_batch_{id} of sql/topic_v1.sql with its first step, which takes
+-- the head rows of the batch's compacted keys in key order, as one routed
+-- upsert per key (the single-node INSERT .. SELECT names no partition, and
+-- Citus needs one for each row). The rest is the same: plain inserts and
+-- produce_{id}, each routed to its row's shard, so a batch over one key
+-- commits on one worker with a plain commit.
+CREATE OR REPLACE FUNCTION {schema}.produce_batch_{id}(
+    p_keys text[], p_schema_versions integer[], p_ranks bigint[],
+    p_payloads jsonb[])
+  RETURNS TABLE (message_id bigint, message_created_at timestamptz,
+                 advanced boolean)
+  LANGUAGE plpgsql
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $produce_batch$
+DECLARE
+  v record;
+  v_key text;
+BEGIN
+  IF pg_catalog.cardinality(p_schema_versions)
+       IS DISTINCT FROM pg_catalog.cardinality(p_keys)
+     OR pg_catalog.cardinality(p_ranks)
+       IS DISTINCT FROM pg_catalog.cardinality(p_keys)
+     OR pg_catalog.cardinality(p_payloads)
+       IS DISTINCT FROM pg_catalog.cardinality(p_keys) THEN
+    RAISE EXCEPTION 'produce_batch_{id}: the four arrays differ in length'
+      USING ERRCODE = '22023';
+  END IF;
+  PERFORM pg_catalog.pg_current_xact_id();
+  FOR v_key IN
+    SELECT DISTINCT b.k
+    FROM ROWS FROM (pg_catalog.unnest(p_keys), pg_catalog.unnest(p_ranks))
+      AS b(k, r)
+    WHERE b.r IS NOT NULL
+    ORDER BY b.k
+  LOOP
+    INSERT INTO {schema}.compaction_head_{id} AS h (message_key, partition)
+    VALUES (v_key,
+            ((pg_catalog.hashtextextended(v_key, 0::bigint)
+              % {partitions}::bigint + {partitions}::bigint)
+             % {partitions}::bigint)::integer)
+    ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO UPDATE
+    SET updated_at = h.updated_at WHERE false;
+  END LOOP;
+  FOR v IN
+    SELECT b.k, b.sv, b.r, b.p
+    FROM ROWS FROM (pg_catalog.unnest(p_keys),
+                    pg_catalog.unnest(p_schema_versions),
+                    pg_catalog.unnest(p_ranks), pg_catalog.unnest(p_payloads))
+      AS b(k, sv, r, p)
+  LOOP
+    IF v.r IS NULL THEN
+      SELECT p.message_id, p.message_created_at
+      INTO message_id, message_created_at
+      FROM {schema}.produce_plain_{id}(v.k, v.sv, v.p) p;
+      advanced := false;
+    ELSE
+      SELECT p.message_id, p.message_created_at, p.advanced
+      INTO message_id, message_created_at, advanced
+      FROM {schema}.produce_{id}(v.k, v.sv, v.r, v.p) p;
+    END IF;
+    RETURN NEXT;
+  END LOOP;
+END
+$produce_batch$;

@@ -5,6 +5,7 @@
 // Thread safety: all members are safe to use from many threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
               &options_.notice_handler) {}
 
   const ClientOptions& options() const { return options_; }
+  // Whether the schema has the Citus profile (doc/citus.md): set where the
+  // recorded profile is read (the schema check at Connect, InstallSchema),
+  // so the few statements that differ on Citus branch on it.
+  bool citus() const { return citus_.load(std::memory_order_relaxed); }
+  void set_citus(bool citus) { citus_.store(citus, std::memory_order_relaxed); }
   // The quoted schema identifier, ready to splice into SQL.
   const std::string& schema() const { return schema_; }
   pg::Pool& pool() { return pool_; }
@@ -61,6 +67,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   pg::Pool pool_;
   std::mutex cache_mutex_;
   std::unordered_map<std::string, TopicInfo> topics_;
+  std::atomic<bool> citus_{false};
 };
 
 // A message a transaction wrote, as its INSERT ... RETURNING said: the

@@ -18,6 +18,24 @@ namespace {
 
 const std::string kSavepoint = "compaction_lock_head";
 
+// On Citus (doc/citus.md) head and message rows join on the distribution
+// column too, or Citus refuses the join (it would have to repartition); a
+// single-node head table has no partition column.
+std::string HeadJoin(const ClientCore& core) {
+  return core.citus() ? " m ON m.id = h.head_id AND m.partition = h.partition"
+                      : " m ON m.id = h.head_id";
+}
+
+// On Citus, the partition of key $1 (the hash sql/citus_topic_v1.sql
+// checks), so that a one-key read is routed to that key's shard alone.
+std::string KeyShard(const ClientCore& core, const TopicInfo& t) {
+  if (!core.citus()) return "";
+  const std::string n = std::to_string(t.partitions) + "::bigint";
+  return " AND h.partition = ((pg_catalog.hashtextextended($1::text, "
+         "0::bigint) % " +
+         n + " + " + n + ") % " + n + ")::integer";
+}
+
 // The lock loop runs in the topic's lock_<id> function (sql/topic_v1.sql):
 // one statement, so one round trip, whether the key is new, headless or has
 // a head, and no row version written when it has one.
@@ -202,8 +220,8 @@ std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,
             s, kOp,
             "SELECT " + std::string(kMessageColumns) + " FROM " +
                 core.HeadTable(t.id) + " h JOIN " + core.MessageTable(t.id) +
-                " m ON m.id = h.head_id WHERE h.message_key = $1 "
-                "AND m.payload IS NOT NULL",
+                HeadJoin(core) + " WHERE h.message_key = $1" +
+                KeyShard(core, t) + " AND m.payload IS NOT NULL",
             pg::Params().Add(key));
         if (r.rows() == 0) return std::nullopt;
         return ParseStored(kOp, r, 0, 0);
@@ -221,7 +239,8 @@ std::vector<RawStored> ListHeads(ClientCore& core, const std::string& topic,
         s, kOp,
         "SELECT " + std::string(kMessageColumns) + " FROM " +
             core.HeadTable(t.id) + " h JOIN " + core.MessageTable(t.id) +
-            " m ON m.id = h.head_id WHERE h.message_key > $1 "
+            HeadJoin(core) +
+            " WHERE h.message_key > $1 "
             "AND m.payload IS NOT NULL ORDER BY h.message_key LIMIT $2",
         pg::Params().Add(options.after_key).Add(options.limit));
     return ParseAllStored(kOp, r);

@@ -59,6 +59,16 @@ constexpr const char* kXidFirst =
 // default, which spreads by the id the row draws.
 std::string PlainInsertSql(const ClientCore& core, const TopicInfo& topic,
                            bool keyed) {
+  // On Citus this INSERT .. SELECT from a CTE would go through the
+  // coordinator with a two-phase commit: the topic's produce_plain_<id>
+  // (sql/citus_topic_v1.sql) takes the xid first too, then inserts with a
+  // statement Citus routes to the row's shard.
+  if (core.citus()) {
+    return "/* compaction:Produce */ SELECT p.message_id, " +
+           Micros("p.message_created_at") + ", false FROM " + core.schema() +
+           ".produce_plain_" + std::to_string(topic.id) +
+           "($1::text, $2::integer, $3::jsonb) p";
+  }
   return std::string("/* compaction:Produce */ WITH ") + kXidFirst +
          " INSERT INTO " + core.MessageTable(topic.id) +
          (keyed ? " (message_key, schema_version, payload, partition) "

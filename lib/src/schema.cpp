@@ -131,6 +131,7 @@ void InstallOnce(ClientCore& core) {
                .Add(SystemFingerprint(profile))
                .Add(ProfileName(profile)));
   tx.Commit();
+  core.set_citus(profile == Profile::kCitus);
 }
 
 bool IsRoleChar(char c) {
@@ -262,6 +263,7 @@ std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,
     throw SchemaVersionMismatch(operation, "schema " + core.schema(), version,
                                 fingerprint, SystemFingerprint(profile));
   }
+  core.set_citus(profile == Profile::kCitus);
   return version;
 }
 

@@ -82,13 +82,37 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
                         std::int64_t limit, bool with_version) {
   const std::string ids = std::to_string(id);
   const std::string head = core.HeadTable(id);
+  const std::string janitor =
+      " LEFT JOIN " + core.schema() +
+      ".janitor_state j ON j.topic_id = " + ids +
+      (with_version ? " LEFT JOIN " + core.schema() +
+                          ".schema_version v ON v.topic_id = " + ids
+                    : std::string());
+  // On Citus the head table is a shell on the coordinator: Citus refuses
+  // this join of it with local tables and catalogs (42601), and its
+  // pg_class row says nothing of the shards. head_stats (sql/citus_v1.sql)
+  // reads the same figures in statements of their own, the rows from the
+  // shards' catalogs.
+  const bool citus = core.citus();
+  const std::string oldest =
+      citus ? "c.oldest_idle_since"
+            : "(SELECT o.idle_since FROM " + head + " o WHERE o.idle_since > " +
+                  kBadBefore + " ORDER BY o.idle_since LIMIT 1)";
+  const std::string from =
+      citus ? " FROM " + core.schema() + ".head_stats(" + ids + "::bigint, " +
+                  std::to_string(limit + 1) + "::bigint) c" + janitor
+            : " FROM (SELECT pg_catalog.count(*) n FROM (SELECT FROM " + head +
+                  " h WHERE h.idle_since IS NOT NULL LIMIT " +
+                  std::to_string(limit + 1) +
+                  ") l) c CROSS JOIN pg_catalog.pg_class hc" + janitor +
+                  " WHERE hc.oid = " + pg::QuoteLiteral(s.conn, head, kOp) +
+                  "::regclass::oid";
   return "SELECT " + ids + "::bigint, " +
-         (with_version ? "v.version" : "NULL::int") +
-         ", c.n, (extract(epoch FROM pg_catalog.now() - (SELECT o.idle_since "
-         "FROM " +
-         head + " o WHERE o.idle_since > " + kBadBefore +
-         " ORDER BY o.idle_since LIMIT 1)) * 1e3)::bigint, "
-         "greatest(hc.reltuples, 0)::bigint, " +
+         (with_version ? "v.version" : "NULL::int") + ", " +
+         (citus ? "c.headless" : "c.n") +
+         ", (extract(epoch FROM pg_catalog.now() - " + oldest +
+         ") * 1e3)::bigint, " +
+         (citus ? "c.head_rows" : "greatest(hc.reltuples, 0)::bigint") + ", " +
          ShortMicros("j.last_sweep_started_at") + ", " +
          ShortMicros("j.last_sweep_finished_at") + ", " +
          ShortMicros("j.last_success_at") +
@@ -97,16 +121,7 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          "CASE WHEN j.claimed_until > pg_catalog.now() THEN " +
          ShortMicros("j.claimed_until") + " END" +
          (with_version ? ", pg_catalog.to_jsonb(v) ->> 'fingerprint'" : "") +
-         " FROM (SELECT pg_catalog.count(*) n FROM (SELECT FROM " + head +
-         " h WHERE h.idle_since IS NOT NULL LIMIT " +
-         std::to_string(limit + 1) +
-         ") l) c CROSS JOIN pg_catalog.pg_class hc LEFT JOIN " + core.schema() +
-         ".janitor_state j ON j.topic_id = " + ids +
-         (with_version ? " LEFT JOIN " + core.schema() +
-                             ".schema_version v ON v.topic_id = " + ids
-                       : std::string()) +
-         " WHERE hc.oid = " + pg::QuoteLiteral(s.conn, head, kOp) +
-         "::regclass::oid";
+         from;
 }
 
 // Estimates for the topics whose count stopped at the limit: what the

@@ -14,6 +14,14 @@ std::string Valid(const std::string& column) {
          " <= " + kBadAfter + " THEN " + column + " END";
 }
 
+// The message table's estimated size from its pg_class row.
+constexpr const char* kSize =
+    "coalesce(CASE WHEN mc.relpages > 0 AND mc.reltuples > "
+    "0::float4 THEN mc.reltuples::float8 / mc.relpages::float8 * "
+    "(pg_catalog.pg_relation_size(mc.oid::regclass) / "
+    "pg_catalog.current_setting('block_size')::bigint)::float8 END, "
+    "0)::bigint";
+
 // The log's figures for `topics`, one statement for all of them: the
 // cleaner's bookkeeping (log_cleaner_state), its lag from the server clock,
 // and the message table's estimated size (as in kEstimateSql: density at
@@ -23,6 +31,13 @@ std::string Valid(const std::string& column) {
 // so the monitor role can run it; a topic destroyed meanwhile drops out of
 // the join and keeps zeros.
 std::string CleanerSql(const ClientCore& core) {
+  // On Citus the message table on the coordinator is an empty shell: the
+  // same estimate summed over the shards (shard_sizes, sql/citus_v1.sql).
+  const std::string size = core.citus()
+                               ? "(SELECT e.estimated FROM " + core.schema() +
+                                     ".shard_sizes($2::text || '.message_' || "
+                                     "t.id::text) e)"
+                               : std::string(kSize);
   return "/* compaction:Stats cleaner */ SELECT t.id, "
          "CASE WHEN t.retention_ms = 9223372036854775807::bigint THEN 0 "
          "ELSE greatest(0::numeric, (extract(epoch FROM (pg_catalog.now() - "
@@ -38,16 +53,14 @@ std::string CleanerSql(const ClientCore& core) {
          ", c.last_deleted_rows, c.total_deleted_rows, c.last_error, "
          "CASE WHEN c.claimed_until > pg_catalog.now() THEN c.claimed_by END, "
          "CASE WHEN c.claimed_until > pg_catalog.now() THEN " +
-         Micros("c.claimed_until") +
-         " END, coalesce(CASE WHEN mc.relpages > 0 AND mc.reltuples > "
-         "0::float4 THEN mc.reltuples::float8 / mc.relpages::float8 * "
-         "(pg_catalog.pg_relation_size(mc.oid::regclass) / "
-         "pg_catalog.current_setting('block_size')::bigint)::float8 END, "
-         "0)::bigint FROM pg_catalog.unnest($1::bigint[]) u(id) JOIN " +
-         core.schema() + ".topic t ON t.id = u.id LEFT JOIN " + core.schema() +
-         ".log_cleaner_state c ON c.topic_id = t.id "
-         "LEFT JOIN pg_catalog.pg_class mc ON mc.oid = pg_catalog.to_regclass("
-         "$2::text || '.message_' || t.id::text)::oid";
+         Micros("c.claimed_until") + " END, " + size +
+         " FROM pg_catalog.unnest($1::bigint[]) u(id) JOIN " + core.schema() +
+         ".topic t ON t.id = u.id LEFT JOIN " + core.schema() +
+         ".log_cleaner_state c ON c.topic_id = t.id" +
+         (core.citus() ? ""
+                       : " LEFT JOIN pg_catalog.pg_class mc ON mc.oid = "
+                         "pg_catalog.to_regclass($2::text || '.message_' || "
+                         "t.id::text)::oid");
 }
 
 void ParseCleaner(const pg::Result& r, int row, TopicStats& out) {

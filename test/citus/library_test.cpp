@@ -1,0 +1,349 @@
+// The library's own operations on a coordinator and two workers
+// (test/citus/with_cluster.sh), through the public API: what touches one
+// key runs on its worker with a plain commit (no PREPARE TRANSACTION in
+// citus.log_remote_commands), and the plain and batch produce name the
+// partition so Citus can route them.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "live_db.hpp"
+
+using testing::Counter;
+using testing::LiveDb;
+
+namespace {
+
+// The commands the coordinator sent to the workers, from the NOTICEs
+// citus.log_remote_commands raises on the library's own connections.
+struct RemoteCommands {
+  std::mutex mutex;
+  std::vector<std::string> issued;
+  compaction::NoticeHandler Handler() {
+    return [this](const compaction::Notice& n) {
+      if (n.message.rfind("issuing ", 0) != 0) return;
+      std::lock_guard lock(mutex);
+      issued.push_back(n.message);
+    };
+  }
+  std::vector<std::string> Take() {
+    std::lock_guard lock(mutex);
+    return std::exchange(issued, {});
+  }
+};
+
+std::string Join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) out += line.substr(0, 200) + "\n";
+  return out;
+}
+
+int Count(const std::vector<std::string>& lines, const std::string& text) {
+  int n = 0;
+  for (const std::string& line : lines) {
+    if (line.find(text) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+// A client whose connections log what the coordinator sends the workers.
+compaction::Client LoggingClient(LiveDb& db, RemoteCommands& remote) {
+  compaction::ClientOptions options = testing::ClientOptionsForTests();
+  options.schema = db.schema();
+  options.notice_handler = remote.Handler();
+  return compaction::Client::Connect(
+      testing::ClientConninfo("options='-c citus.log_remote_commands=on "
+                              "-c client_min_messages=notice'"),
+      options);
+}
+
+compaction::TopicConfig FourShards() {
+  compaction::TopicConfig config;
+  config.partitions = 4;
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "LockCompactionHead, ProduceInTx, Update and the head read of one key "
+    "run on its worker with a plain commit") {
+  LiveDb db;
+  db.client().Topic<Counter>("one-key").Register(FourShards());
+  RemoteCommands remote;
+  compaction::Client client = LoggingClient(db, remote);
+  auto topic = client.Topic<Counter>("one-key");
+  auto producer = topic.RegisterProducer();
+  const auto key = topic.Key("k");
+  remote.Take();
+
+  // Lock (new key: the headless row), produce through the producer and
+  // through the key handle, each in one transaction.
+  CHECK(testing::Increment(client, key, producer) == 1);
+  CHECK(testing::Increment(client, key, producer) == 2);
+  client.InTransaction([&](compaction::Tx& tx) {
+    const auto head = key.LockCompactionHead(tx);
+    REQUIRE(head);
+    key.ProduceInTx(tx, Counter{head->message.value + 1});
+  });
+  for (int i = 0; i < 2; ++i) {
+    key.Update([](const std::optional<Counter>& c) {
+      return std::optional<Counter>(Counter{c ? c->value + 1 : 1});
+    });
+  }
+  std::vector<std::string> issued = remote.Take();
+  INFO(Join(issued));
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
+  CHECK(Count(issued, "issuing COMMIT") == 5);
+  CHECK(Count(issued, "FOR UPDATE") == 5);
+
+  const auto head = key.CompactionHead();
+  REQUIRE(head);
+  CHECK(head->message.value == 5);
+  issued = remote.Take();
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
+  CHECK(Count(issued, "SELECT") == 1);  // routed to the key's shard alone
+
+  // The listing joins heads and messages on every shard.
+  for (int i = 0; i < 12; ++i) {
+    topic.Key("other-" + std::to_string(i)).Update([](const auto&) {
+      return std::optional<Counter>(Counter{7});
+    });
+  }
+  const auto heads = topic.ListCompactionHeads();
+  REQUIRE(heads.size() == 13);
+  CHECK(heads.front().message_key == "k");
+  CHECK(heads.back().message.value == 7);
+}
+
+TEST_CASE(
+    "two first updates of a new key compose: the second waits on the "
+    "worker (citus_lock_waits) and reads the first's value") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("race");
+  topic.Register(FourShards());
+  auto producer = topic.RegisterProducer();
+  const auto key = topic.Key("fresh");
+
+  std::promise<void> locked;
+  std::promise<void> go_on;
+  auto first = std::async(std::launch::async, [&] {
+    return db.client().InTransaction([&](compaction::Tx& tx) {
+      const auto head = key.LockCompactionHead(tx);
+      locked.set_value();
+      go_on.get_future().wait();
+      const std::int64_t next = (head ? head->message.value : 0) + 1;
+      producer.ProduceInTx(tx, Counter{next}, testing::Compacted("fresh"));
+      return next;
+    });
+  });
+  locked.get_future().wait();
+  auto second = std::async(std::launch::async, [&] {
+    return testing::Increment(db.client(), key, producer);
+  });
+  // The second waits on the worker for the first's row lock: Citus's view
+  // of the lock graph across nodes shows it.
+  bool waiting = false;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!waiting && std::chrono::steady_clock::now() < deadline) {
+    waiting = db.raw().Int(
+                  "SELECT count(*) FROM pg_catalog.citus_lock_waits WHERE "
+                  "strpos(blocked_statement, 'lock_') > 0 OR "
+                  "strpos(blocked_statement, 'compaction_head_') > 0") > 0;
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(waiting);
+  go_on.set_value();
+  CHECK(first.get() == 1);
+  CHECK(second.get() == 2);
+  const auto head = key.CompactionHead();
+  REQUIRE(head);
+  CHECK(head->message.value == 2);
+}
+TEST_CASE(
+    "the plain produce and a batch name the partition: keyless, keyed and "
+    "one key's batch") {
+  LiveDb db;
+  db.client().Topic<Counter>("plain").Register(FourShards());
+  RemoteCommands remote;
+  compaction::Client client = LoggingClient(db, remote);
+  auto producer = client.Topic<Counter>("plain").RegisterProducer();
+  remote.Take();
+
+  producer.Produce(Counter{1});  // keyless
+  compaction::ProduceOptions keyed;
+  keyed.message_key = "uncompacted";
+  producer.Produce(Counter{2}, keyed);
+  std::vector<std::string> issued = remote.Take();
+  INFO(Join(issued));
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
+
+  // A batch over one key: one shard, a plain commit.
+  std::vector<compaction::Outgoing<Counter>> batch;
+  for (int i = 1; i <= 3; ++i) {
+    batch.push_back({Counter{i}, testing::Compacted("b", i)});
+  }
+  const auto results = producer.ProduceBatch(batch);
+  REQUIRE(results.size() == 3);
+  issued = remote.Take();
+  INFO(Join(issued));
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
+  const auto head = client.Topic<Counter>("plain").Key("b").CompactionHead();
+  REQUIRE(head);
+  CHECK(head->message.value == 3);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("plain")) == 5);
+
+  // The control: a batch over keys on both workers is a two-phase commit.
+  batch.clear();
+  for (int i = 0; i < 16; ++i) {
+    batch.push_back({Counter{i}, testing::Compacted("m-" + std::to_string(i))});
+  }
+  CHECK(producer.ProduceBatch(batch).size() == 16);
+  issued = remote.Take();
+  CHECK(Count(issued, "PREPARE TRANSACTION") == 2);
+}
+
+TEST_CASE(
+    "a distributed deadlock over keys on both workers is a RetryableError "
+    "(40P01) and the other transaction goes on") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("deadlock");
+  topic.Register(FourShards());
+  const std::string head = db.HeadTable("deadlock");
+  // Two keys whose shards live on different workers.
+  auto node_of = [&](const std::string& key) {
+    return db.raw().Int(
+        "SELECT s.nodeport FROM pg_catalog.citus_shards s WHERE s.shardid = "
+        "pg_catalog.get_shard_id_for_distribution_column($1::regclass, "
+        "((pg_catalog.hashtextextended($2::text, 0) % 4 + 4) % 4)::integer)",
+        {head, key});
+  };
+  const std::string k1 = "key-0";
+  std::string k2;
+  for (int i = 1; i < 64 && k2.empty(); ++i) {
+    const std::string candidate = "key-" + std::to_string(i);
+    if (node_of(candidate) != node_of(k1)) k2 = candidate;
+  }
+  REQUIRE_FALSE(k2.empty());
+  for (const std::string& k : {k1, k2}) {
+    topic.Key(k).Update(
+        [](const auto&) { return std::optional<Counter>(Counter{1}); });
+  }
+
+  std::promise<void> a_locked;
+  std::promise<void> b_locked;
+  auto run = [&](const std::string& first, const std::string& second,
+                 std::promise<void>& mine,
+                 std::shared_future<void> other) -> std::string {
+    try {
+      db.client().InTransaction([&](compaction::Tx& tx) {
+        topic.Key(first).LockCompactionHead(tx);
+        mine.set_value();
+        other.wait();
+        topic.Key(second).LockCompactionHead(tx);
+      });
+      return "committed";
+    } catch (const compaction::RetryableError& e) {
+      return "retryable " + e.sqlstate();
+    } catch (const std::exception& e) {
+      return std::string("other: ") + e.what();
+    }
+  };
+  std::shared_future<void> a_ready = a_locked.get_future().share();
+  std::shared_future<void> b_ready = b_locked.get_future().share();
+  auto a = std::async(std::launch::async,
+                      [&] { return run(k1, k2, a_locked, b_ready); });
+  auto b = std::async(std::launch::async,
+                      [&] { return run(k2, k1, b_locked, a_ready); });
+  const std::string ra = a.get();
+  const std::string rb = b.get();
+  INFO(ra << " / " << rb);
+  // Citus's distributed deadlock detector cancels one of the two.
+  CHECK(((ra == "committed" && rb == "retryable 40P01") ||
+         (rb == "committed" && ra == "retryable 40P01")));
+}
+
+TEST_CASE(
+    "a COMMIT broken while its worker commits is found committed by the "
+    "commit check") {
+  LiveDb db;
+  auto setup = db.client().Topic<Counter>("broken");
+  setup.Register(FourShards());
+  const std::string message = db.MessageTable("broken");
+  const auto shard = db.raw().Query(
+      "SELECT s.shard_name, s.nodeport FROM pg_catalog.citus_shards s WHERE "
+      "s.shardid = pg_catalog.get_shard_id_for_distribution_column("
+      "$1::regclass, ((pg_catalog.hashtextextended('k', 0) % 4 + 4) % 4)"
+      "::integer)",
+      {message});
+  REQUIRE(shard.size() == 1);
+  // On the key's worker, a deferred trigger on its shard makes the
+  // worker's COMMIT wait for an advisory lock this test holds.
+  testing::RawConn worker("port=" + *shard[0][1]);
+  const std::string s = db.QuotedSchema();
+  // Citus refuses DDL for its objects on a worker: the function is created
+  // through the coordinator (which propagates it), the trigger on the shard
+  // by hand, on purpose.
+  db.raw().Query("CREATE FUNCTION " + s +
+                 ".hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                 "PERFORM pg_catalog.pg_advisory_xact_lock(4242); "
+                 "RETURN NULL; END $$");
+  worker.Query("SET citus.enable_manual_changes_to_shards = on");
+  // shard_name comes schema-qualified.
+  worker.Query("CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON " +
+               *shard[0][0] +
+               " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION " +
+               s + ".hold()");
+  worker.Query("SELECT pg_catalog.pg_advisory_lock(4242)");
+
+  compaction::ClientOptions options = testing::ClientOptionsForTests();
+  options.schema = db.schema();
+  options.application_name = "broken_commit";
+  options.commit_check_timeout = std::chrono::seconds(3);
+  options.pool_size = 1;
+  compaction::Client client = compaction::Client::Connect("", options);
+  auto producer = client.Topic<Counter>("broken").RegisterProducer();
+  auto produced = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      producer.Produce(Counter{1}, testing::Compacted("k"));
+      return "committed";
+    } catch (const compaction::CommitOutcomeUnknown&) {
+      return "unknown";
+    } catch (const compaction::ConnectionLost&) {
+      return "lost";
+    } catch (const std::exception& e) {
+      return std::string("other: ") + e.what();
+    }
+  });
+  // The worker's COMMIT waits on the lock; then the coordinator's backend
+  // is terminated in the middle of its COMMIT.
+  bool waiting = false;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!waiting && std::chrono::steady_clock::now() < deadline) {
+    waiting = worker.Int(
+                  "SELECT count(*) FROM pg_catalog.pg_stat_activity "
+                  "WHERE wait_event_type = 'Lock' AND wait_event = "
+                  "'advisory'") > 0;
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(waiting);
+  CHECK(db.raw().Int("SELECT count(pg_catalog.pg_terminate_backend(pid)) "
+                     "FROM pg_catalog.pg_stat_activity WHERE "
+                     "application_name = 'broken_commit' AND state = "
+                     "'active'") == 1);
+  // Citus keeps the terminated backend until the worker answers its
+  // COMMIT: released, the worker commits, then the coordinator, and only
+  // then does the backend go. The broken COMMIT is found committed.
+  worker.Query("SELECT pg_catalog.pg_advisory_unlock(4242)");
+  const std::string outcome = produced.get();
+  CHECK(outcome == "committed");
+  CHECK(db.raw().Int("SELECT count(*) FROM " + message) == 1);
+  worker.Query("DROP TRIGGER hold ON " + *shard[0][0]);
+}
