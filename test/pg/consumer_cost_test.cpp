@@ -1,8 +1,11 @@
 // Consumers, guarantee 6 (bounded cost): a Poll reads in proportion to its
 // batch, not to the log. Counted in the index blocks the Poll's own
-// transaction touched (pg_stat_get_xact_blocks_fetched), not in time.
+// transaction touched (pg_stat_get_xact_blocks_fetched), not in time; and
+// a Poll transaction's round trips, traced by libpq.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <thread>
 
@@ -94,4 +97,73 @@ TEST_CASE("an idle Wait looks at every partition only now and then") {
   late.Commit();
   CHECK(waiter.get());
   CHECK(ConsumeAll(db.client(), consumer).size() == 1);
+}
+
+namespace {
+
+// Round trips `body` makes on `conn`: the ReadyForQuery messages the
+// server sends, one per simple query or per pipeline/extended-protocol
+// sync, traced by libpq itself (as test/pg/lock_test.cpp counts them).
+template <class F>
+int RoundTrips(PGconn* conn, F&& body) {
+  char* buffer = nullptr;
+  std::size_t size = 0;
+  FILE* trace = open_memstream(&buffer, &size);
+  PQtrace(conn, trace);
+  PQsetTraceFlags(conn, PQTRACE_SUPPRESS_TIMESTAMPS);
+  body();
+  PQuntrace(conn);
+  std::fclose(trace);
+  const std::string text(buffer, size);
+  std::free(buffer);
+  int count = 0;
+  for (std::size_t at = text.find("\tReadyForQuery"); at != std::string::npos;
+       at = text.find("\tReadyForQuery", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+// Counted in an owned transaction: BEGIN and COMMIT are one each.
+TEST_CASE("a Poll transaction's round trips") {
+  // With one partition the topic's look-up and the position lock share one
+  // round trip (the lock statement names no message table).
+  for (const int partitions : {1, 4}) {
+    INFO(partitions << " partitions");
+    LiveDb db;
+    auto topic = db.client().Topic<Counter>("trips");
+    compaction::TopicConfig config;
+    config.partitions = partitions;
+    topic.Register(config);
+    auto producer = topic.RegisterProducer();
+    for (int i = 0; i < 8; ++i) producer.Produce(Counter{i});
+    // One connection, its statements prepared by a first Poll.
+    compaction::Client client = db.NewClient(1);
+    auto consumer =
+        client.Topic<Counter>("trips").Consumer("c", ConsumerOptions{1, false});
+    PGconn* conn = nullptr;
+    client.InTransaction([&](Tx& tx) {
+      conn = tx.native_handle();
+      consumer.Poll(tx);
+    });
+    // A batch that fills in the window it opens, and one with nothing new.
+    const int batch = RoundTrips(conn, [&] {
+      client.InTransaction(
+          [&](Tx& tx) { CHECK(consumer.Poll(tx).size() == 1); });
+    });
+    std::size_t rest = 0;
+    for (int i = 0; i < 20; ++i) {
+      client.InTransaction([&](Tx& tx) { rest += consumer.Poll(tx).size(); });
+    }
+    REQUIRE(rest == 6);
+    const int idle = RoundTrips(conn, [&] {
+      client.InTransaction([&](Tx& tx) { CHECK(consumer.Poll(tx).empty()); });
+    });
+    // BEGIN, look-up (+ lock), lock, read, advance, COMMIT.
+    const int expected = partitions == 1 ? 5 : 6;
+    CHECK(batch == expected);
+    CHECK(idle == expected);
+  }
 }
