@@ -4,6 +4,7 @@
 // a Poll transaction's round trips, traced by libpq.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <compaction/tail.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -166,4 +167,32 @@ TEST_CASE("a Poll transaction's round trips") {
     CHECK(batch == expected);
     CHECK(idle == expected);
   }
+}
+
+TEST_CASE("an idle TopicTail asks every partition in one round trip") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("tailed");
+  compaction::TopicConfig config;
+  config.partitions = 8;
+  topic.Register(config);
+  compaction::Client client = db.NewClient(1);
+  PGconn* conn = nullptr;
+  client.InTransaction([&](Tx& tx) { conn = tx.native_handle(); });
+  compaction::TopicTail tail(client, "tailed");
+  auto producer = topic.RegisterProducer();
+  // Starts now; its statements prepared by a first read and question.
+  CHECK(tail.Next().empty());
+  producer.Produce(Counter{0});
+  CHECK(tail.Next().size() == 1);
+  CHECK(tail.Next().empty());
+  int idle = 0;
+  CHECK(RoundTrips(conn,
+                   [&] { idle = static_cast<int>(tail.Next().size()); }) == 1);
+  CHECK(idle == 0);
+  // News in one partition: the question, then that partition's read.
+  producer.Produce(Counter{1});
+  std::size_t got = 0;
+  CHECK(RoundTrips(conn, [&] { got = tail.Next().size(); }) == 2);
+  CHECK(got == 1);
+  CHECK(tail.Next().empty());
 }
