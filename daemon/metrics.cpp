@@ -256,7 +256,7 @@ struct MetricsProbe::Impl {
         GaugePart::Add(f.invalid_rows, labels, d),
         {RunSeries::Add(f.runs[0], labels, d),
          RunSeries::Add(f.runs[1], labels, d)},
-        {},
+        ConsumerMap::Add(consumers, topic),
     };
     return series.emplace(topic, std::move(s)).first->second;
   }
@@ -387,6 +387,14 @@ void MetricsProbe::SetConsumers(
   if (s == nullptr) return;
   metrics_internal::SetConsumers(impl_->consumers, s->consumers, topic,
                                  consumers, s->hold_after);
+}
+
+void MetricsProbe::ConsumersUnreadable(const std::string& topic) {
+  std::lock_guard lock(impl_->mu);
+  Impl::TopicSeries* s = impl_->Find(topic);
+  if (s != nullptr) {
+    metrics_internal::ConsumersUnreadable(impl_->consumers, s->consumers);
+  }
 }
 
 void MetricsProbe::SetLog(const std::string& topic, std::int64_t messages,

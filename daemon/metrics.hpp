@@ -71,6 +71,9 @@ class MetricsProbe {
   // no longer listed go.
   void SetConsumers(const std::string& topic,
                     const std::vector<compaction::ConsumerLag>& consumers);
+  // The refresh could not read the topic's consumers' lag: their series go
+  // and compaction_consumer_lag_unreadable says so, until SetConsumers.
+  void ConsumersUnreadable(const std::string& topic);
   void StatsRefreshed();
   void StatsRefreshFailed();
   // How many topics the last refresh could not read (TopicOverview::error).

@@ -21,6 +21,7 @@ struct ConsumerFamilies {
   prometheus::Family<prometheus::Gauge>& last_poll;
   prometheus::Family<prometheus::Gauge>& inactive;
   prometheus::Family<prometheus::Gauge>& holding_back;
+  prometheus::Family<prometheus::Gauge>& lag_unreadable;
 
   explicit ConsumerFamilies(prometheus::Registry& r)
       : lag_messages(
@@ -57,6 +58,14 @@ struct ConsumerFamilies {
                       "the log cleaner keeps tombstones and unkeyed or "
                       "uncompacted messages past their retention until it "
                       "consumes them; else 0.")
+                .Register(r)),
+        lag_unreadable(
+            prometheus::BuildGauge()
+                .Name("compaction_consumer_lag_unreadable")
+                .Help("1 when the last statistics refresh could not read the "
+                      "lag of the topic's consumers (their "
+                      "compaction_consumer_* series are then withdrawn, not "
+                      "left at stale values), else 0.")
                 .Register(r)) {}
 };
 
@@ -76,17 +85,30 @@ struct ConsumerSeries {
   }
 };
 
-// A topic's consumers: series appear with a consumer and go with it.
-using ConsumerMap = std::map<std::string, ConsumerSeries>;
+// A topic's consumers: series appear with a consumer and go with it, or
+// with a lag query that failed (an absent series is unknown to Prometheus;
+// a stale low lag would keep CompactionConsumerLagging silent), while
+// `unreadable` says why they are gone.
+struct ConsumerMap {
+  std::map<std::string, ConsumerSeries> series;
+  prometheus::Gauge* unreadable = nullptr;
+
+  static ConsumerMap Add(ConsumerFamilies& f, const std::string& topic) {
+    ConsumerMap m;
+    m.unreadable = &f.lag_unreadable.Add({{"topic", topic}});
+    return m;
+  }
+};
 
 // `hold_after`: the topic's shorter retention in seconds (+Inf when it keeps
 // its log forever); a consumer lagging more keeps the cleaner from expiring
 // what it has not consumed.
-inline void SetConsumers(ConsumerFamilies& f, ConsumerMap& series,
+inline void SetConsumers(ConsumerFamilies& f, ConsumerMap& map,
                          const std::string& topic,
                          const std::vector<compaction::ConsumerLag>& now,
                          double hold_after) {
-  ConsumerMap next;
+  std::map<std::string, ConsumerSeries>& series = map.series;
+  std::map<std::string, ConsumerSeries> next;
   for (const compaction::ConsumerLag& c : now) {
     auto it = series.find(c.consumer);
     ConsumerSeries s;
@@ -113,11 +135,20 @@ inline void SetConsumers(ConsumerFamilies& f, ConsumerMap& series,
   }
   for (const auto& [name, s] : series) s.Remove(f);
   series = std::move(next);
+  map.unreadable->Set(0);
 }
 
-inline void RemoveConsumers(ConsumerFamilies& f, ConsumerMap& series) {
-  for (const auto& [name, s] : series) s.Remove(f);
-  series.clear();
+// The lag query failed: the series go until it reads again.
+inline void ConsumersUnreadable(ConsumerFamilies& f, ConsumerMap& map) {
+  for (const auto& [name, s] : map.series) s.Remove(f);
+  map.series.clear();
+  map.unreadable->Set(1);
+}
+
+inline void RemoveConsumers(ConsumerFamilies& f, ConsumerMap& map) {
+  for (const auto& [name, s] : map.series) s.Remove(f);
+  map.series.clear();
+  f.lag_unreadable.Remove(map.unreadable);
 }
 
 }  // namespace compactiond::metrics_internal

@@ -49,9 +49,11 @@ void StatsCache::Publish(
     probe_.SetLog(t.info.name, t.stats.estimated_messages,
                   t.stats.tombstoned_keys, t.stats.cleaner_lag);
     probe_.SetInvalidTimestampRows(t.info.name, t.stats.invalid_timestamp_rows);
-    // Unread, the consumers' series keep their last values.
+    // Unread, the consumers' series go rather than stay at stale values.
     if (t.stats.consumers_error.empty()) {
       probe_.SetConsumers(t.info.name, t.stats.consumers);
+    } else {
+      probe_.ConsumersUnreadable(t.info.name);
     }
     ReportInvalid(t);
   }
@@ -107,8 +109,8 @@ void StatsCache::ReportConsumersUnreadable(
   }
   if (!error.empty() && !consumers_unreadable_) {
     LogWarn("stats",
-            "consumer lag unreadable; the consumer metrics keep their last "
-            "values",
+            "consumer lag unreadable; the consumer series are withdrawn "
+            "until it reads again",
             {{"error", error}});
   } else if (error.empty() && consumers_unreadable_) {
     LogInfo("stats", "consumer lag readable again", {});

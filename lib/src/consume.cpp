@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "compaction/consumer.hpp"
 #include "consume_read.hpp"
@@ -61,12 +63,14 @@ std::string LockSql(const ClientCore& core, const TopicInfo& topic) {
 
 // Takes a position, creating the consumer's positions (at the start of the
 // topic) when it has none. False when every position is held elsewhere.
+// `first`: the lock statement's result when it already ran (pipelined
+// with the topic's look-up).
 bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
                   const std::string& consumer, int& partition,
-                  Position& position) {
+                  Position& position, pg::Result first = pg::Result()) {
   const std::string lock = LockSql(core, topic);
   const pg::Params params = pg::Params().Add(topic.id).Add(consumer);
-  pg::Result r = pg::Exec(s, kPollOp, lock, params);
+  pg::Result r = first ? std::move(first) : pg::Exec(s, kPollOp, lock, params);
   if (r.rows() == 0) {
     // Nothing free: every position is held, or none exists yet. Asked
     // first because an insert would wait on a held row (its holder's
@@ -106,6 +110,47 @@ bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
   }
   position.cursor_id = pg::OptInt64(row, 0, 4);
   return true;
+}
+
+// The first Poll of a transaction: the topic's look-up and the position
+// lock in one round trip, the lock built from the client's cached topic.
+// Only for a single partition, whose lock statement names no message table:
+// a cached id whose table was dropped (the topic destroyed, perhaps
+// re-created) would otherwise fail the lock and abort the caller's
+// transaction. A re-created topic's positions carry its new id, so the
+// stale lock finds no row and the lock runs again with what was resolved.
+// Empty `lock` when there is no such cached topic.
+TopicInfo ResolveAndLock(ClientCore& core, pg::Session s,
+                         const std::string& topic, const std::string& consumer,
+                         pg::Result& lock) {
+  const std::optional<TopicInfo> cached = core.CachedTopic(topic);
+  if (!cached || cached->partitions != 1) {
+    TopicInfo info = ResolveTopic(core, s, kPollOp, topic);
+    core.CacheTopic(info);
+    return info;
+  }
+  std::vector<pg::Result> r;
+  try {
+    r = pg::ExecPipelined(
+        s, kPollOp,
+        {ResolveTopicStatement(core, topic),
+         {LockSql(core, *cached), pg::Params().Add(cached->id).Add(consumer)}});
+  } catch (const DatabaseError& e) {
+    RethrowSchemaMissing(core, kPollOp, e);
+  }
+  TopicInfo info;
+  try {
+    info = ParseResolvedTopic(r[0], kPollOp, topic);
+  } catch (const TopicNotFound&) {
+    core.ForgetTopic(topic);
+    throw;
+  }
+  if (info.id == cached->id) {
+    lock = std::move(r[1]);
+  } else {
+    core.CacheTopic(info);
+  }
+  return info;
 }
 
 // The log's newest committed id and the transactions that may write it
@@ -193,11 +238,13 @@ PolledBatch PollRead(ClientCore& core, Tx& tx, const std::string& topic,
   // holder of the position committed (consume_read.cpp).
   const pg::Session s = state.WritingSessionFor(kPollOp);
   std::optional<TopicInfo> info = state.TouchedTopic(topic);
-  if (!info) info = ResolveTopic(core, s, kPollOp, topic);
+  pg::Result first;
+  if (!info) info = ResolveAndLock(core, s, topic, consumer, first);
   PolledBatch batch;
   batch.topic_id = info->id;
   Position position;
-  if (!LockPosition(core, s, *info, consumer, batch.partition, position)) {
+  if (!LockPosition(core, s, *info, consumer, batch.partition, position,
+                    std::move(first))) {
     batch.partition = -1;
     return batch;
   }

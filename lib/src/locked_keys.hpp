@@ -1,5 +1,11 @@
 // The keys a transaction locked through LockCompactionHead, and the one
 // produce they forbid.
+//
+// Kept for the life of the Tx: the caller's own savepoints are SQL on
+// native_handle() that the library never sees, so a key whose lock a
+// ROLLBACK TO SAVEPOINT released stays remembered (the refusal errs on
+// the safe side; topic.hpp and doc/library.md say so). A lock that fails
+// (LockTimeout, inside the library's own savepoint) is never remembered.
 #pragma once
 
 #include <cstdint>

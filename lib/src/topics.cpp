@@ -128,27 +128,24 @@ void UpdateChangedSettings(ClientCore& core, pg::Session s,
   throw error;
 }
 
-TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
-                       const char* operation, const std::string& name,
-                       std::string* lock_timeout) {
-  ValidateTopicName(operation, name);
-  pg::Result r;
-  try {
-    r = pg::Exec(session, operation,
-                 // The fingerprint through to_jsonb: a database from a
-                 // build before the column existed answers NULL instead of
-                 // failing (and aborting the caller's transaction).
-                 std::string("SELECT ") + kTopicColumns +
-                     ", v.version, "
-                     "pg_catalog.to_jsonb(v) ->> 'fingerprint', "
-                     "pg_catalog.current_setting('lock_timeout') FROM " +
-                     core.schema() + ".topic t LEFT JOIN " + core.schema() +
-                     ".schema_version v ON v.topic_id = t.id "
-                     "WHERE t.name = $1::text",
-                 pg::Params().Add(name));
-  } catch (const DatabaseError& e) {
-    RethrowSchemaMissing(core, operation, e);
-  }
+pg::Statement ResolveTopicStatement(const ClientCore& core,
+                                    const std::string& name) {
+  // The fingerprint through to_jsonb: a database from a build before the
+  // column existed answers NULL instead of failing (and aborting the
+  // caller's transaction).
+  return {std::string("SELECT ") + kTopicColumns +
+              ", v.version, "
+              "pg_catalog.to_jsonb(v) ->> 'fingerprint', "
+              "pg_catalog.current_setting('lock_timeout') FROM " +
+              core.schema() + ".topic t LEFT JOIN " + core.schema() +
+              ".schema_version v ON v.topic_id = t.id "
+              "WHERE t.name = $1::text",
+          pg::Params().Add(name)};
+}
+
+TopicInfo ParseResolvedTopic(const pg::Result& r, const char* operation,
+                             const std::string& name,
+                             std::string* lock_timeout) {
   if (r.rows() == 0) throw TopicNotFound(operation, name);
   TopicInfo topic = ParseTopic(r, 0);
   CheckTopicVersion(operation, topic, r, kTopicColumnCount);
@@ -156,6 +153,20 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
     *lock_timeout = pg::Text(r, 0, kTopicColumnCount + 2);
   }
   return topic;
+}
+
+TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
+                       const char* operation, const std::string& name,
+                       std::string* lock_timeout) {
+  ValidateTopicName(operation, name);
+  pg::Result r;
+  try {
+    const pg::Statement q = ResolveTopicStatement(core, name);
+    r = pg::Exec(session, operation, q.sql, q.params);
+  } catch (const DatabaseError& e) {
+    RethrowSchemaMissing(core, operation, e);
+  }
+  return ParseResolvedTopic(r, operation, name, lock_timeout);
 }
 
 TopicInfo RegisterTopic(ClientCore& core, const std::string& name,

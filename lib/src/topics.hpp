@@ -5,6 +5,7 @@
 
 #include "compaction/errors.hpp"
 #include "core.hpp"
+#include "pg/exec.hpp"
 #include "pg/sqlstate.hpp"
 
 namespace compaction::detail {
@@ -23,6 +24,13 @@ namespace compaction::detail {
 TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
                        const char* operation, const std::string& name,
                        std::string* lock_timeout = nullptr);
+// ResolveTopic in two halves, for a caller that sends the look-up in a
+// pipeline with other statements (the name validated by the caller).
+pg::Statement ResolveTopicStatement(const ClientCore& core,
+                                    const std::string& name);
+TopicInfo ParseResolvedTopic(const pg::Result& r, const char* operation,
+                             const std::string& name,
+                             std::string* lock_timeout = nullptr);
 
 // Runs fn(session, topic) on a pooled connection with the topic resolved
 // through the client's cache. When the cached id names a table that no

@@ -8,10 +8,13 @@
 //   produce  what the consumption columns and index cost a produce: the
 //            same build's topic with and without them
 //   wait     Wait's wake-up latency and what an idle waiter costs produces
+//   waiters  what N idle waiters (--waiters 1,8,32) cost produces: each
+//            quick probe reads the whole pg_locks
 //
 //   consume_bench [--only pgq,poll,produce,wait] [--rounds N] [--messages N]
 //                 [--big N] [--catchup-batches N] [--tail-seconds S]
 //                 [--seconds S] [--cells N] [--threads N] [--wakes N]
+//                 [--waiters N,N,...]
 //
 // Connects through the PG* environment; needs the pgq extension for "pgq".
 // Run it through test/bench/consume_bench.sh, which starts a throwaway
@@ -69,6 +72,7 @@ struct Options {
   int cells = 20;      // produce cells per variant, alternated
   int threads = 2;
   int wakes = 100;
+  std::vector<int> waiters = {1, 8, 32};  // "waiters": idle waiter counts
 };
 
 struct ResClear {
@@ -189,6 +193,7 @@ class Bench {
     if (On("pgq")) Pgq();
     if (On("produce")) ProduceCost();
     if (On("wait")) WaitSection();
+    if (On("waiters")) WaitersSection();
     if (On("poll")) PollAt10M();
   }
 
@@ -565,6 +570,81 @@ class Bench {
               << " % (1024 partitions) of one core over its cells\n";
   }
 
+  // ------------------------------------------------- (d) N idle waiters
+  // Each waiter's quick probe reads pg_locks whole, which takes every lock
+  // manager partition lock in turn: what that costs produces (whose
+  // INSERTs take those locks too) as the waiters multiply. Cells alternate
+  // no waiter and N waiters, each a caught-up consumer of its own on an
+  // idle one-partition topic, on connections of their own.
+  void WaitersSection() {
+    std::cout << "\n## (d) Wait: N idle waiters and their cost to produces\n\n"
+              << "Compacted produces, " << o_.threads << " threads, "
+              << o_.seconds << " s cells, " << o_.cells
+              << " pairs alternated:\n\n| waiters | no waiter /s (sum) | "
+                 "N waiters /s (sum) | ratio, median of pairs | ratio of "
+                 "sums | waiters' backends, % of one core |\n"
+                 "|---|---|---|---|---|---|\n";
+    Register("with_cols");  // a no-op when (c) ran
+    Register("idle_waiters");
+    for (const int n : o_.waiters) {
+      Client waiters = Client::Connect(
+          "", ClientOptions{kSchema, n, "consume-bench-waiters"});
+      auto topic = waiters.Topic<Counter>("idle_waiters");
+      for (int w = 0; w < n; ++w) {
+        auto c = topic.Consumer("w" + std::to_string(w));
+        waiters.InTransaction([&](Tx& tx) { c.Poll(tx); });
+      }
+      std::vector<double> ratio;
+      double total[2] = {0, 0}, cpu = 0, cpu_s = 0;
+      for (int r = 0; r < o_.cells; ++r) {
+        double rate[2] = {0, 0};
+        for (int leg = 0; leg < 2; ++leg) {
+          const int v = (leg + r) % 2;
+          if (v == 0) {
+            rate[0] = ProduceRate("with_cols");
+            continue;
+          }
+          std::atomic<bool> stop{false};
+          std::vector<std::thread> ts;
+          for (int w = 0; w < n; ++w) {
+            ts.emplace_back([&, w] {
+              auto c = topic.Consumer("w" + std::to_string(w));
+              while (!stop.load()) c.Wait(200ms);
+            });
+          }
+          std::this_thread::sleep_for(100ms);  // every waiter probing
+          const std::vector<int> pids = WaiterPids();
+          double before = 0;
+          for (int pid : pids) before += BackendCpu(pid);
+          const auto t0 = Clock::now();
+          rate[1] = ProduceRate("with_cols");
+          for (int pid : pids) cpu += BackendCpu(pid);
+          cpu -= before;
+          cpu_s += Ms(Clock::now() - t0) / 1000;
+          stop = true;
+          for (auto& t : ts) t.join();
+        }
+        total[0] += rate[0];
+        total[1] += rate[1];
+        ratio.push_back(rate[1] / rate[0]);
+      }
+      std::cout << "| " << n << " | " << F(total[0], 0) << " | "
+                << F(total[1], 0) << " | " << F(Median(ratio)) << " | "
+                << F(total[1] / total[0]) << " | "
+                << F(100 * cpu / std::max(cpu_s, 1e-9), 1) << " |\n";
+    }
+  }
+
+  std::vector<int> WaiterPids() {
+    std::vector<int> out;
+    const std::string all = admin_.Value(
+        "SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE "
+        "application_name = 'consume-bench-waiters'");
+    std::stringstream ss(all);
+    for (std::string p; std::getline(ss, p, ',');) out.push_back(std::stoi(p));
+    return out;
+  }
+
   // The time from a produce's commit returning to a waiting consumer's Wait
   // returning, o_.wakes times at varying phases of its probe interval.
   std::vector<double> WakeLatencies(const std::string& topic) {
@@ -755,6 +835,12 @@ int main(int argc, char** argv) {
       o.threads = std::stoi(next());
     } else if (a == "--wakes") {
       o.wakes = std::stoi(next());
+    } else if (a == "--waiters") {
+      o.waiters.clear();
+      std::stringstream ss(next());
+      for (std::string s; std::getline(ss, s, ',');) {
+        o.waiters.push_back(std::stoi(s));
+      }
     } else {
       std::cerr << "unknown option " << a << "\n";
       return 2;

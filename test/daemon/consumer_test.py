@@ -12,8 +12,10 @@
   consumer_lag_fails  a consumer lag query that fails (its function
                     missing) leaves the rest of the statistics refresh
                     standing: headless and log figures published, no
-                    refresh failure counted, one warning; the consumer
-                    series come back when it reads again.
+                    refresh failure counted, one warning, and
+                    compaction_consumer_lag_unreadable 1; the consumer
+                    series come back when it reads again, and go (not left
+                    at their last values) when it fails once more.
   consumer_cli      consumer list [--json], consumer reset --to-start and
                     --to-end, consumer drop (refused to the app role, with
                     the owner named) and their usage errors.
@@ -221,6 +223,8 @@ def test_consumer_lag_fails():
         check(daemon.metric("compaction_consumer_lag_messages", topic="t",
                             consumer="c") is None, "a consumer series "
               "appeared without a lag read")
+        check(daemon.metric("compaction_consumer_lag_unreadable",
+                            topic="t") == 1, "the lag not marked unreadable")
         wait_for(lambda: "consumer lag unreadable" in daemon.log_text(), 10,
                  "the warning")
         psql(f'ALTER FUNCTION "{schema}".consumer_lag_gone(bigint) '
@@ -228,10 +232,23 @@ def test_consumer_lag_fails():
         wait_for(lambda: daemon.metric("compaction_consumer_lag_messages",
                                        topic="t", consumer="c") == 4,
                  15, "the consumer series once the lag reads again")
+        check(daemon.metric("compaction_consumer_lag_unreadable",
+                            topic="t") == 0, "still marked unreadable")
         check("consumer lag readable again" in daemon.log_text(),
               "no recovery line")
         check(daemon.log_text().count("consumer lag unreadable") == 1,
               "warned more than once")
+        # Broken again after a good read: a lag of 4 left standing would
+        # read as a healthy consumer while nothing is known.
+        psql(f"ALTER FUNCTION {fn}(bigint) RENAME TO consumer_lag_gone")
+        wait_for(lambda: daemon.metric("compaction_consumer_lag_unreadable",
+                                       topic="t") == 1,
+                 15, "the lag marked unreadable again")
+        for name in ("lag_messages", "lag_seconds", "inactive",
+                     "holding_back", "last_poll_timestamp_seconds"):
+            check(daemon.metric(f"compaction_consumer_{name}", topic="t",
+                                consumer="c") is None,
+                  f"compaction_consumer_{name} left at its last value")
     finally:
         if daemon is not None:
             daemon.stop()

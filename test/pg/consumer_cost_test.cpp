@@ -1,8 +1,12 @@
 // Consumers, guarantee 6 (bounded cost): a Poll reads in proportion to its
 // batch, not to the log. Counted in the index blocks the Poll's own
-// transaction touched (pg_stat_get_xact_blocks_fetched), not in time.
+// transaction touched (pg_stat_get_xact_blocks_fetched), not in time; and
+// a Poll transaction's round trips, traced by libpq.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <compaction/tail.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <thread>
 
@@ -94,4 +98,101 @@ TEST_CASE("an idle Wait looks at every partition only now and then") {
   late.Commit();
   CHECK(waiter.get());
   CHECK(ConsumeAll(db.client(), consumer).size() == 1);
+}
+
+namespace {
+
+// Round trips `body` makes on `conn`: the ReadyForQuery messages the
+// server sends, one per simple query or per pipeline/extended-protocol
+// sync, traced by libpq itself (as test/pg/lock_test.cpp counts them).
+template <class F>
+int RoundTrips(PGconn* conn, F&& body) {
+  char* buffer = nullptr;
+  std::size_t size = 0;
+  FILE* trace = open_memstream(&buffer, &size);
+  PQtrace(conn, trace);
+  PQsetTraceFlags(conn, PQTRACE_SUPPRESS_TIMESTAMPS);
+  body();
+  PQuntrace(conn);
+  std::fclose(trace);
+  const std::string text(buffer, size);
+  std::free(buffer);
+  int count = 0;
+  for (std::size_t at = text.find("\tReadyForQuery"); at != std::string::npos;
+       at = text.find("\tReadyForQuery", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+// Counted in an owned transaction: BEGIN and COMMIT are one each.
+TEST_CASE("a Poll transaction's round trips") {
+  // With one partition the topic's look-up and the position lock share one
+  // round trip (the lock statement names no message table).
+  for (const int partitions : {1, 4}) {
+    INFO(partitions << " partitions");
+    LiveDb db;
+    auto topic = db.client().Topic<Counter>("trips");
+    compaction::TopicConfig config;
+    config.partitions = partitions;
+    topic.Register(config);
+    auto producer = topic.RegisterProducer();
+    for (int i = 0; i < 8; ++i) producer.Produce(Counter{i});
+    // One connection, its statements prepared by a first Poll.
+    compaction::Client client = db.NewClient(1);
+    auto consumer =
+        client.Topic<Counter>("trips").Consumer("c", ConsumerOptions{1, false});
+    PGconn* conn = nullptr;
+    client.InTransaction([&](Tx& tx) {
+      conn = tx.native_handle();
+      consumer.Poll(tx);
+    });
+    // A batch that fills in the window it opens, and one with nothing new.
+    const int batch = RoundTrips(conn, [&] {
+      client.InTransaction(
+          [&](Tx& tx) { CHECK(consumer.Poll(tx).size() == 1); });
+    });
+    std::size_t rest = 0;
+    for (int i = 0; i < 20; ++i) {
+      client.InTransaction([&](Tx& tx) { rest += consumer.Poll(tx).size(); });
+    }
+    REQUIRE(rest == 6);
+    const int idle = RoundTrips(conn, [&] {
+      client.InTransaction([&](Tx& tx) { CHECK(consumer.Poll(tx).empty()); });
+    });
+    // BEGIN, look-up (+ lock), lock, read, advance, COMMIT.
+    const int expected = partitions == 1 ? 5 : 6;
+    CHECK(batch == expected);
+    CHECK(idle == expected);
+  }
+}
+
+TEST_CASE("an idle TopicTail asks every partition in one round trip") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("tailed");
+  compaction::TopicConfig config;
+  config.partitions = 8;
+  topic.Register(config);
+  compaction::Client client = db.NewClient(1);
+  PGconn* conn = nullptr;
+  client.InTransaction([&](Tx& tx) { conn = tx.native_handle(); });
+  compaction::TopicTail tail(client, "tailed");
+  auto producer = topic.RegisterProducer();
+  // Starts now; its statements prepared by a first read and question.
+  CHECK(tail.Next().empty());
+  producer.Produce(Counter{0});
+  CHECK(tail.Next().size() == 1);
+  CHECK(tail.Next().empty());
+  int idle = 0;
+  CHECK(RoundTrips(conn,
+                   [&] { idle = static_cast<int>(tail.Next().size()); }) == 1);
+  CHECK(idle == 0);
+  // News in one partition: the question, then that partition's read.
+  producer.Produce(Counter{1});
+  std::size_t got = 0;
+  CHECK(RoundTrips(conn, [&] { got = tail.Next().size(); }) == 2);
+  CHECK(got == 1);
+  CHECK(tail.Next().empty());
 }

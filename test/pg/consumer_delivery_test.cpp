@@ -183,3 +183,37 @@ TEST_CASE("a consumer's own produce in its Poll transaction commits with it") {
   std::sort(all.begin(), all.end());
   CHECK(all == LogIds(db, "own"));
 }
+
+TEST_CASE("a consumer follows its topic through Destroy and Register") {
+  LiveDb db;
+  // Destroyed and re-created through another client: the consumer's client
+  // still caches the first topic (its id, one partition) when it polls.
+  compaction::Client admin = db.NewClient(1);
+  admin.Topic<Counter>("again").Register();
+  auto topic = db.client().Topic<Counter>("again");
+  topic.RegisterProducer().Produce(Counter{1});
+  auto consumer = topic.Consumer("c");
+  REQUIRE(ConsumeAll(db.client(), consumer).size() == 1);
+  admin.Topic<Counter>("again").Destroy();
+  {
+    Tx tx = db.client().Begin();
+    CHECK_THROWS_AS(consumer.Poll(tx), compaction::TopicNotFound);
+    // The look-up failed, not a statement: the transaction is usable.
+    CHECK_THROWS_AS(consumer.Poll(tx), compaction::TopicNotFound);
+    tx.Commit();
+  }
+  // From the second round on, the client's cache holds the topic of the
+  // round before, whose id is gone.
+  for (const int partitions : {1, 1, 4, 1}) {
+    INFO(partitions << " partitions");
+    compaction::TopicConfig config;
+    config.partitions = partitions;
+    admin.Topic<Counter>("again").Register(config);
+    admin.Topic<Counter>("again").RegisterProducer().Produce(Counter{2});
+    // A new consumer of the new topic: it starts at the start of the log.
+    auto got = ConsumeAll(db.client(), consumer);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].message->value == 2);
+    admin.Topic<Counter>("again").Destroy();
+  }
+}

@@ -39,7 +39,9 @@ class COMPACTION_EXPORT TopicTail {
 
   // The next deliveries of one partition (each partition in turn), in the
   // order their writers' transactions became visible; empty when no
-  // partition has anything new. Throws TopicNotFound, DatabaseError.
+  // partition has anything new. One statement asks every partition first,
+  // so an idle Next() is one round trip whatever the partitions. Throws
+  // TopicNotFound, DatabaseError.
   std::vector<Delivery<RawMessage>> Next();
 
  private:

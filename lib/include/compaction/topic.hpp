@@ -46,6 +46,14 @@ class KeyHandle {
   // compaction to a key the transaction locked is InvalidArgument). One
   // round trip for the lock whatever the key's state, plus one to resolve
   // the topic through `tx` the first time `tx` touches the topic.
+  // Savepoints: the library remembers the locked key until `tx` ends and
+  // cannot see SAVEPOINT / ROLLBACK TO SAVEPOINT sent on native_handle()
+  // (or on a borrowed connection). After the caller rolls back to a
+  // savepoint taken before this call, PostgreSQL has released the row
+  // lock, but that refusal still applies to the key for the rest of `tx`
+  // (on the safe side: it never lets an uncompacted produce through to a
+  // key still locked); produce compacted, through ProduceInTx below, or in
+  // another transaction. A LockTimeout remembers nothing.
   std::optional<StoredMessage<M>> LockCompactionHead(
       Tx& tx, const LockOptions& options = {}) const {
     return Decode("LockCompactionHead",
