@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -355,12 +356,31 @@ class Bench {
   }
 
   // ------------------------------------------------------ produce cells
+  // The client's connections' server CPU seconds, by backend pid.
+  std::map<int, double> ClientBackendCpu() {
+    std::map<int, double> out;
+    Res r = admin_.Exec(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = "
+        "'consume-bench-client'");
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      const int pid = std::stoi(PQgetvalue(r.get(), i, 0));
+      out[pid] = BackendCpu(pid);
+    }
+    return out;
+  }
+
   // Compacted produces (10,000 keys) from o_.threads threads for
-  // o_.seconds; produces per second.
-  double ProduceRate(const std::string& topic) {
+  // o_.seconds; produces per second, and the server CPU per produce of the
+  // client's backends (less noisy than wall time on a shared machine).
+  struct Rate {
+    double per_s = 0;
+    double server_us = 0;
+  };
+  Rate ProduceRate(const std::string& topic) {
     std::atomic<long> n{0};
     std::atomic<bool> stop{false};
     std::vector<std::thread> ts;
+    const std::map<int, double> cpu0 = ClientBackendCpu();
     for (int t = 0; t < o_.threads; ++t) {
       ts.emplace_back([&, t] {
         auto producer = client_.Topic<Counter>(topic).RegisterProducer();
@@ -379,7 +399,13 @@ class Bench {
     std::this_thread::sleep_for(std::chrono::duration<double>(o_.seconds));
     stop = true;
     for (auto& t : ts) t.join();
-    return n.load() / (Ms(Clock::now() - t0) / 1000);
+    const double ms = Ms(Clock::now() - t0);
+    double cpu = 0;
+    for (const auto& [pid, after] : ClientBackendCpu()) {
+      const auto before = cpu0.find(pid);
+      cpu += after - (before == cpu0.end() ? 0 : before->second);
+    }
+    return Rate{n.load() / (ms / 1000), cpu * 1e6 / std::max(1L, n.load())};
   }
 
   // ------------------------------------------- (c) the columns' cost
@@ -395,12 +421,13 @@ class Bench {
                 " DROP COLUMN partition, DROP COLUMN xid");
     // Its produce function as it was before the columns: the message
     // insert names no partition (the CHECK went with the column).
-    std::string def = admin_.Value(
-        "SELECT pg_get_functiondef($1::regprocedure)",
-        {kSchema + ".produce_" + std::to_string(without) +
-         "(text, integer, bigint, jsonb)"});
+    std::string def =
+        admin_.Value("SELECT pg_get_functiondef($1::regprocedure)",
+                     {kSchema + ".produce_" + std::to_string(without) +
+                      "(text, integer, bigint, jsonb)"});
     const std::size_t cols = def.find("payload, partition)");
-    const std::size_t expr = def.find(",\n           ((pg_catalog.hashtextextended");
+    const std::size_t expr =
+        def.find(",\n           ((pg_catalog.hashtextextended");
     const std::size_t from = def.find("\n    FROM xid_first", expr);
     if (cols == std::string::npos || expr == std::string::npos ||
         from == std::string::npos || expr < cols) {
@@ -454,24 +481,31 @@ class Bench {
               << "**, plain **" << F(Median(rp)) << "**\n\n";
     std::cout << "Library compacted produces (autocommit), " << o_.threads
               << " threads, " << o_.seconds
-              << " s cells alternated:\n\n| round | with /s | without /s | "
-                 "throughput with / without |\n|---|---|---|---|\n";
-    std::vector<double> rt;
+              << " s cells alternated (server CPU: the client's backends, "
+                 "10 ms ticks):\n\n| round | with /s | without /s | "
+                 "throughput with / without | server us/produce with | "
+                 "without | CPU with / without |\n"
+                 "|---|---|---|---|---|---|---|\n";
+    std::vector<double> rt, rcpu;
     double total[2] = {0, 0};
     for (int r = 0; r < o_.cells; ++r) {
-      double rate[2];
+      Rate rate[2];
       for (int leg = 0; leg < 2; ++leg) {
         const int v = (leg + r) % 2;
         rate[v] = ProduceRate(v == 0 ? "with_cols" : "without_cols");
-        total[v] += rate[v];
+        total[v] += rate[v].per_s;
       }
-      rt.push_back(rate[0] / rate[1]);
-      std::cout << "| " << r + 1 << " | " << F(rate[0], 0) << " | "
-                << F(rate[1], 0) << " | " << F(rt.back()) << " |\n";
+      rt.push_back(rate[0].per_s / rate[1].per_s);
+      rcpu.push_back(rate[0].server_us / rate[1].server_us);
+      std::cout << "| " << r + 1 << " | " << F(rate[0].per_s, 0) << " | "
+                << F(rate[1].per_s, 0) << " | " << F(rt.back()) << " | "
+                << F(rate[0].server_us, 1) << " | " << F(rate[1].server_us, 1)
+                << " | " << F(rcpu.back()) << " |\n";
     }
     std::cout << "\nthroughput with / without: median of cell pairs **"
               << F(Median(rt)) << "**, of the sums **" << F(total[0] / total[1])
-              << "**\n";
+              << "**; server CPU per produce with / without: median **"
+              << F(Median(rcpu)) << "**\n";
   }
 
   // ----------------------------------------------------------- (d) Wait
@@ -540,7 +574,7 @@ class Bench {
           }
           if (pid != 0) cpu = BackendCpu(pid);
         }
-        rate[v] = ProduceRate("with_cols");
+        rate[v] = ProduceRate("with_cols").per_s;
         total[v] += rate[v];
         if (pid != 0) {
           waiter_cpu[v - 1] += BackendCpu(pid) - cpu;

@@ -173,7 +173,7 @@ TEST_CASE("a batch meets headless rows and heads it cannot beat") {
   batch.push_back(Outgoing<RawMessage>{RawMessage{3, nullptr, true},
                                        Compacted("t", 0)});  // wins
   const std::vector<ProduceResult> r = producer.ProduceBatch(batch);
-  const std::vector<bool> want = {false, false, true, true, false,
+  const std::vector<bool> want = {false, false, true, true,  false,
                                   true,  true,  true, false, true};
   REQUIRE(r.size() == want.size());
   for (std::size_t i = 0; i < r.size(); ++i) {
