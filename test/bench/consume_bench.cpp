@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -412,9 +413,16 @@ class Bench {
   void ProduceCost() {
     std::cout << "\n## (c) Produce with the consumption columns and index "
                  "vs without\n\n";
-    const std::int64_t with = Register("with_cols");
-    const std::int64_t without = Register("without_cols");
-    // The same build's tables minus what consuming added.
+    // with: the baseline; nocheck: the same minus the CHECK that holds a
+    // row's partition to its key's (what the CHECK costs); without: the
+    // same build's tables minus what consuming added.
+    const std::vector<std::string> names = {"with_cols", "nocheck_cols",
+                                            "without_cols"};
+    std::vector<std::int64_t> ids;
+    for (const std::string& n : names) ids.push_back(Register(n));
+    admin_.Exec("ALTER TABLE " + Msg(ids[1]) + " DROP CONSTRAINT message_" +
+                std::to_string(ids[1]) + "_partition_of_key");
+    const std::int64_t without = ids[2];
     admin_.Exec("DROP INDEX " + kSchema + ".message_" +
                 std::to_string(without) + "_consume");
     admin_.Exec("ALTER TABLE " + Msg(without) +
@@ -436,28 +444,31 @@ class Bench {
     def.erase(expr, from - expr);
     def.replace(cols, 19, "payload)");
     admin_.Exec(def);
-    for (std::int64_t t : {with, without}) {
+    for (std::int64_t t : ids) {
       admin_.Exec("INSERT INTO " + kSchema + ".compaction_head_" +
                   std::to_string(t) +
                   " (message_key) SELECT 'k' || g FROM generate_series(0, "
                   "9999) g");
       admin_.Exec("VACUUM ANALYZE " + Msg(t));
     }
+    const std::size_t nv = ids.size();
     // Server CPU of one backend per produce: the least noisy figure on a
     // shared machine (CPU time, not wall time).
     Conn c;
     const int pid = c.Pid();
     std::cout << "Backend CPU per produce, one backend, blocks of 10,000 "
                  "compacted (produce_<id>) and 50,000 plain INSERTs (each "
-                 "block a DO loop, one transaction), alternated:\n\n"
-                 "| round | compacted with | without | ratio | plain with | "
-                 "without | ratio |\n|---|---|---|---|---|---|---|\n";
-    std::vector<double> rc, rp;
+                 "block a DO loop, one transaction), rotated; ratios to "
+                 "without:\n\n"
+                 "| round | compacted with | no CHECK | without | with | no "
+                 "CHECK | plain with | no CHECK | without | with | no CHECK "
+                 "|\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+    std::vector<double> rc[2], rp[2];
     for (int r = 0; r < o_.rounds + 2; ++r) {
-      double us[2][2];
-      for (int leg = 0; leg < 2; ++leg) {
-        const int v = (leg + r) % 2;
-        const std::int64_t t = v == 0 ? with : without;
+      std::vector<std::array<double, 2>> us(nv);
+      for (std::size_t leg = 0; leg < nv; ++leg) {
+        const std::size_t v = (leg + r) % nv;
+        const std::int64_t t = ids[v];
         const std::string base = std::to_string(r * 100000);
         double before = BackendCpu(pid);
         c.Exec("DO $$ BEGIN FOR i IN 1..10000 LOOP PERFORM " + kSchema +
@@ -470,42 +481,60 @@ class Bench {
                "END LOOP; END $$");
         us[v][1] = (BackendCpu(pid) - before) * 1e6 / 50000;
       }
-      rc.push_back(us[0][0] / us[1][0]);
-      rp.push_back(us[0][1] / us[1][1]);
-      std::cout << "| " << r + 1 << " | " << F(us[0][0], 1) << " us | "
-                << F(us[1][0], 1) << " us | " << F(rc.back()) << " | "
-                << F(us[0][1], 1) << " us | " << F(us[1][1], 1) << " us | "
-                << F(rp.back()) << " |\n";
+      std::cout << "| " << r + 1;
+      for (int kind = 0; kind < 2; ++kind) {
+        for (std::size_t v = 0; v < nv; ++v) {
+          std::cout << " | " << F(us[v][kind], 1) << " us";
+        }
+        for (int v = 0; v < 2; ++v) {
+          (kind == 0 ? rc : rp)[v].push_back(us[v][kind] / us[2][kind]);
+          std::cout << " | " << F((kind == 0 ? rc : rp)[v].back());
+        }
+      }
+      std::cout << " |\n";
     }
-    std::cout << "\nmedian CPU with / without: compacted **" << F(Median(rc))
-              << "**, plain **" << F(Median(rp)) << "**\n\n";
+    std::cout << "\nmedian CPU / without: compacted with **" << F(Median(rc[0]))
+              << "**, no CHECK **" << F(Median(rc[1])) << "**; plain with **"
+              << F(Median(rp[0])) << "**, no CHECK **" << F(Median(rp[1]))
+              << "**\n\n";
     std::cout << "Library compacted produces (autocommit), " << o_.threads
               << " threads, " << o_.seconds
-              << " s cells alternated (server CPU: the client's backends, "
-                 "10 ms ticks):\n\n| round | with /s | without /s | "
-                 "throughput with / without | server us/produce with | "
-                 "without | CPU with / without |\n"
-                 "|---|---|---|---|---|---|---|\n";
-    std::vector<double> rt, rcpu;
-    double total[2] = {0, 0};
+              << " s cells rotated (server CPU: the client's backends, "
+                 "10 ms ticks); ratios to without:\n\n| round | with /s | no "
+                 "CHECK /s | without /s | with | no CHECK | server us with | "
+                 "no CHECK | without | CPU with | no CHECK |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    std::vector<double> rt[2], rcpu[2];
+    std::vector<double> total(nv, 0);
     for (int r = 0; r < o_.cells; ++r) {
-      Rate rate[2];
-      for (int leg = 0; leg < 2; ++leg) {
-        const int v = (leg + r) % 2;
-        rate[v] = ProduceRate(v == 0 ? "with_cols" : "without_cols");
+      std::vector<Rate> rate(nv);
+      for (std::size_t leg = 0; leg < nv; ++leg) {
+        const std::size_t v = (leg + r) % nv;
+        rate[v] = ProduceRate(names[v]);
         total[v] += rate[v].per_s;
       }
-      rt.push_back(rate[0].per_s / rate[1].per_s);
-      rcpu.push_back(rate[0].server_us / rate[1].server_us);
-      std::cout << "| " << r + 1 << " | " << F(rate[0].per_s, 0) << " | "
-                << F(rate[1].per_s, 0) << " | " << F(rt.back()) << " | "
-                << F(rate[0].server_us, 1) << " | " << F(rate[1].server_us, 1)
-                << " | " << F(rcpu.back()) << " |\n";
+      std::cout << "| " << r + 1;
+      for (std::size_t v = 0; v < nv; ++v)
+        std::cout << " | " << F(rate[v].per_s, 0);
+      for (int v = 0; v < 2; ++v) {
+        rt[v].push_back(rate[v].per_s / rate[2].per_s);
+        std::cout << " | " << F(rt[v].back());
+      }
+      for (std::size_t v = 0; v < nv; ++v)
+        std::cout << " | " << F(rate[v].server_us, 1);
+      for (int v = 0; v < 2; ++v) {
+        rcpu[v].push_back(rate[v].server_us / rate[2].server_us);
+        std::cout << " | " << F(rcpu[v].back());
+      }
+      std::cout << " |\n";
     }
-    std::cout << "\nthroughput with / without: median of cell pairs **"
-              << F(Median(rt)) << "**, of the sums **" << F(total[0] / total[1])
-              << "**; server CPU per produce with / without: median **"
-              << F(Median(rcpu)) << "**\n";
+    std::cout << "\nthroughput / without: median of cells with **"
+              << F(Median(rt[0])) << "**, no CHECK **" << F(Median(rt[1]))
+              << "**; of the sums with **" << F(total[0] / total[2])
+              << "**, no CHECK **" << F(total[1] / total[2])
+              << "**; server CPU per produce / without: with **"
+              << F(Median(rcpu[0])) << "**, no CHECK **" << F(Median(rcpu[1]))
+              << "**\n";
   }
 
   // ----------------------------------------------------------- (d) Wait
