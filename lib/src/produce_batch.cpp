@@ -1,6 +1,7 @@
 // Producing a batch: every message in one call of the topic's
 // produce_batch_<id> (sql/topic_v1.sql), which takes the batch's head rows
-// in key order and then produces the messages one by one in input order.
+// in key order, inserts the messages in input order and moves each key's
+// head once: the outcome of producing them one by one.
 #include "compaction/detail/produce_batch.hpp"
 
 #include <chrono>

@@ -258,7 +258,9 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
           "(text, integer, bigint, jsonb); DROP FUNCTION IF EXISTS " +
           core.schema() + ".produce_batch_" + std::to_string(id) +
           "(text[], integer[], bigint[], jsonb[]); DROP FUNCTION IF EXISTS " +
-          core.schema() + ".lock_" + std::to_string(id) + "(text, boolean)" +
+          core.schema() + ".lock_" + std::to_string(id) +
+          "(text, boolean); DROP FUNCTION IF EXISTS " + core.schema() +
+          ".in_partition_" + std::to_string(id) + "(text, integer)" +
           (core.citus() ? "; DROP FUNCTION IF EXISTS " + core.schema() +
                               ".produce_plain_" + std::to_string(id) +
                               "(text, integer, jsonb)"

@@ -24,11 +24,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -360,12 +362,31 @@ class Bench {
   }
 
   // ------------------------------------------------------ produce cells
+  // The client's connections' server CPU seconds, by backend pid.
+  std::map<int, double> ClientBackendCpu() {
+    std::map<int, double> out;
+    Res r = admin_.Exec(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = "
+        "'consume-bench-client'");
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      const int pid = std::stoi(PQgetvalue(r.get(), i, 0));
+      out[pid] = BackendCpu(pid);
+    }
+    return out;
+  }
+
   // Compacted produces (10,000 keys) from o_.threads threads for
-  // o_.seconds; produces per second.
-  double ProduceRate(const std::string& topic) {
+  // o_.seconds; produces per second, and the server CPU per produce of the
+  // client's backends (less noisy than wall time on a shared machine).
+  struct Rate {
+    double per_s = 0;
+    double server_us = 0;
+  };
+  Rate ProduceRate(const std::string& topic) {
     std::atomic<long> n{0};
     std::atomic<bool> stop{false};
     std::vector<std::thread> ts;
+    const std::map<int, double> cpu0 = ClientBackendCpu();
     for (int t = 0; t < o_.threads; ++t) {
       ts.emplace_back([&, t] {
         auto producer = client_.Topic<Counter>(topic).RegisterProducer();
@@ -384,28 +405,42 @@ class Bench {
     std::this_thread::sleep_for(std::chrono::duration<double>(o_.seconds));
     stop = true;
     for (auto& t : ts) t.join();
-    return n.load() / (Ms(Clock::now() - t0) / 1000);
+    const double ms = Ms(Clock::now() - t0);
+    double cpu = 0;
+    for (const auto& [pid, after] : ClientBackendCpu()) {
+      const auto before = cpu0.find(pid);
+      cpu += after - (before == cpu0.end() ? 0 : before->second);
+    }
+    return Rate{n.load() / (ms / 1000), cpu * 1e6 / std::max(1L, n.load())};
   }
 
   // ------------------------------------------- (c) the columns' cost
   void ProduceCost() {
     std::cout << "\n## (c) Produce with the consumption columns and index "
                  "vs without\n\n";
-    const std::int64_t with = Register("with_cols");
-    const std::int64_t without = Register("without_cols");
-    // The same build's tables minus what consuming added.
+    // with: the baseline; nocheck: the same minus the CHECK that holds a
+    // row's partition to its key's (what the CHECK costs); without: the
+    // same build's tables minus what consuming added.
+    const std::vector<std::string> names = {"with_cols", "nocheck_cols",
+                                            "without_cols"};
+    std::vector<std::int64_t> ids;
+    for (const std::string& n : names) ids.push_back(Register(n));
+    admin_.Exec("ALTER TABLE " + Msg(ids[1]) + " DROP CONSTRAINT message_" +
+                std::to_string(ids[1]) + "_partition_of_key");
+    const std::int64_t without = ids[2];
     admin_.Exec("DROP INDEX " + kSchema + ".message_" +
                 std::to_string(without) + "_consume");
     admin_.Exec("ALTER TABLE " + Msg(without) +
                 " DROP COLUMN partition, DROP COLUMN xid");
     // Its produce function as it was before the columns: the message
     // insert names no partition (the CHECK went with the column).
-    std::string def = admin_.Value(
-        "SELECT pg_get_functiondef($1::regprocedure)",
-        {kSchema + ".produce_" + std::to_string(without) +
-         "(text, integer, bigint, jsonb)"});
+    std::string def =
+        admin_.Value("SELECT pg_get_functiondef($1::regprocedure)",
+                     {kSchema + ".produce_" + std::to_string(without) +
+                      "(text, integer, bigint, jsonb)"});
     const std::size_t cols = def.find("payload, partition)");
-    const std::size_t expr = def.find(",\n           ((pg_catalog.hashtextextended");
+    const std::size_t expr =
+        def.find(",\n           ((pg_catalog.hashtextextended");
     const std::size_t from = def.find("\n    FROM xid_first", expr);
     if (cols == std::string::npos || expr == std::string::npos ||
         from == std::string::npos || expr < cols) {
@@ -414,28 +449,31 @@ class Bench {
     def.erase(expr, from - expr);
     def.replace(cols, 19, "payload)");
     admin_.Exec(def);
-    for (std::int64_t t : {with, without}) {
+    for (std::int64_t t : ids) {
       admin_.Exec("INSERT INTO " + kSchema + ".compaction_head_" +
                   std::to_string(t) +
                   " (message_key) SELECT 'k' || g FROM generate_series(0, "
                   "9999) g");
       admin_.Exec("VACUUM ANALYZE " + Msg(t));
     }
+    const std::size_t nv = ids.size();
     // Server CPU of one backend per produce: the least noisy figure on a
     // shared machine (CPU time, not wall time).
     Conn c;
     const int pid = c.Pid();
     std::cout << "Backend CPU per produce, one backend, blocks of 10,000 "
                  "compacted (produce_<id>) and 50,000 plain INSERTs (each "
-                 "block a DO loop, one transaction), alternated:\n\n"
-                 "| round | compacted with | without | ratio | plain with | "
-                 "without | ratio |\n|---|---|---|---|---|---|---|\n";
-    std::vector<double> rc, rp;
+                 "block a DO loop, one transaction), rotated; ratios to "
+                 "without:\n\n"
+                 "| round | compacted with | no CHECK | without | with | no "
+                 "CHECK | plain with | no CHECK | without | with | no CHECK "
+                 "|\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+    std::vector<double> rc[2], rp[2];
     for (int r = 0; r < o_.rounds + 2; ++r) {
-      double us[2][2];
-      for (int leg = 0; leg < 2; ++leg) {
-        const int v = (leg + r) % 2;
-        const std::int64_t t = v == 0 ? with : without;
+      std::vector<std::array<double, 2>> us(nv);
+      for (std::size_t leg = 0; leg < nv; ++leg) {
+        const std::size_t v = (leg + r) % nv;
+        const std::int64_t t = ids[v];
         const std::string base = std::to_string(r * 100000);
         double before = BackendCpu(pid);
         c.Exec("DO $$ BEGIN FOR i IN 1..10000 LOOP PERFORM " + kSchema +
@@ -448,34 +486,59 @@ class Bench {
                "END LOOP; END $$");
         us[v][1] = (BackendCpu(pid) - before) * 1e6 / 50000;
       }
-      rc.push_back(us[0][0] / us[1][0]);
-      rp.push_back(us[0][1] / us[1][1]);
-      std::cout << "| " << r + 1 << " | " << F(us[0][0], 1) << " us | "
-                << F(us[1][0], 1) << " us | " << F(rc.back()) << " | "
-                << F(us[0][1], 1) << " us | " << F(us[1][1], 1) << " us | "
-                << F(rp.back()) << " |\n";
+      std::cout << "| " << r + 1;
+      for (int kind = 0; kind < 2; ++kind) {
+        for (std::size_t v = 0; v < nv; ++v) {
+          std::cout << " | " << F(us[v][kind], 1) << " us";
+        }
+        for (int v = 0; v < 2; ++v) {
+          (kind == 0 ? rc : rp)[v].push_back(us[v][kind] / us[2][kind]);
+          std::cout << " | " << F((kind == 0 ? rc : rp)[v].back());
+        }
+      }
+      std::cout << " |\n";
     }
-    std::cout << "\nmedian CPU with / without: compacted **" << F(Median(rc))
-              << "**, plain **" << F(Median(rp)) << "**\n\n";
+    std::cout << "\nmedian CPU / without: compacted with **" << F(Median(rc[0]))
+              << "**, no CHECK **" << F(Median(rc[1])) << "**; plain with **"
+              << F(Median(rp[0])) << "**, no CHECK **" << F(Median(rp[1]))
+              << "**\n\n";
     std::cout << "Library compacted produces (autocommit), " << o_.threads
               << " threads, " << o_.seconds
-              << " s cells alternated:\n\n| round | with /s | without /s | "
-                 "throughput with / without |\n|---|---|---|---|\n";
-    std::vector<double> rt;
-    double total[2] = {0, 0};
+              << " s cells rotated (server CPU: the client's backends, "
+                 "10 ms ticks); ratios to without:\n\n| round | with /s | no "
+                 "CHECK /s | without /s | with | no CHECK | server us with | "
+                 "no CHECK | without | CPU with | no CHECK |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    std::vector<double> rt[2], rcpu[2];
+    std::vector<double> total(nv, 0);
     for (int r = 0; r < o_.cells; ++r) {
-      double rate[2];
-      for (int leg = 0; leg < 2; ++leg) {
-        const int v = (leg + r) % 2;
-        rate[v] = ProduceRate(v == 0 ? "with_cols" : "without_cols");
-        total[v] += rate[v];
+      std::vector<Rate> rate(nv);
+      for (std::size_t leg = 0; leg < nv; ++leg) {
+        const std::size_t v = (leg + r) % nv;
+        rate[v] = ProduceRate(names[v]);
+        total[v] += rate[v].per_s;
       }
-      rt.push_back(rate[0] / rate[1]);
-      std::cout << "| " << r + 1 << " | " << F(rate[0], 0) << " | "
-                << F(rate[1], 0) << " | " << F(rt.back()) << " |\n";
+      std::cout << "| " << r + 1;
+      for (std::size_t v = 0; v < nv; ++v)
+        std::cout << " | " << F(rate[v].per_s, 0);
+      for (int v = 0; v < 2; ++v) {
+        rt[v].push_back(rate[v].per_s / rate[2].per_s);
+        std::cout << " | " << F(rt[v].back());
+      }
+      for (std::size_t v = 0; v < nv; ++v)
+        std::cout << " | " << F(rate[v].server_us, 1);
+      for (int v = 0; v < 2; ++v) {
+        rcpu[v].push_back(rate[v].server_us / rate[2].server_us);
+        std::cout << " | " << F(rcpu[v].back());
+      }
+      std::cout << " |\n";
     }
-    std::cout << "\nthroughput with / without: median of cell pairs **"
-              << F(Median(rt)) << "**, of the sums **" << F(total[0] / total[1])
+    std::cout << "\nthroughput / without: median of cells with **"
+              << F(Median(rt[0])) << "**, no CHECK **" << F(Median(rt[1]))
+              << "**; of the sums with **" << F(total[0] / total[2])
+              << "**, no CHECK **" << F(total[1] / total[2])
+              << "**; server CPU per produce / without: with **"
+              << F(Median(rcpu[0])) << "**, no CHECK **" << F(Median(rcpu[1]))
               << "**\n";
   }
 
@@ -545,7 +608,7 @@ class Bench {
           }
           if (pid != 0) cpu = BackendCpu(pid);
         }
-        rate[v] = ProduceRate("with_cols");
+        rate[v] = ProduceRate("with_cols").per_s;
         total[v] += rate[v];
         if (pid != 0) {
           waiter_cpu[v - 1] += BackendCpu(pid) - cpu;

@@ -142,6 +142,52 @@ TEST_CASE("a batch's outcome equals producing its messages one by one") {
   CHECK(batch_producer.ProduceBatch({}).empty());
 }
 
+TEST_CASE("a batch meets headless rows and heads it cannot beat") {
+  LiveDb db;
+  auto topic = db.client().Topic<RawMessage>("meets");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  // "h": a headless row; "k": a head at schema version 2, rank 0.
+  db.client().InTransaction(
+      [&](Tx& tx) { topic.Key("h").LockCompactionHead(tx); });
+  const std::int64_t old_head =
+      producer.Produce(RawMessage{2, {{"n", 0}}}, Compacted("k", 0)).id;
+  auto at = [](int version, int n, const std::string& key,
+               std::optional<std::int64_t> rank) {
+    Outgoing<RawMessage> e{RawMessage{version, {{"n", n}}}, ProduceOptions{}};
+    e.options.message_key = key;
+    if (rank) e.options.compaction = CompactionOptions{*rank};
+    return e;
+  };
+  std::vector<Outgoing<RawMessage>> batch = {
+      at(2, 1, "k", std::nullopt),  // keyed, not compacted: never a head
+      at(1, 2, "k", 9),             // an older schema version loses
+      at(1, 3, "h", -5),            // fills the headless row
+      at(1, 4, "h", -5),            // same rank, newer id
+      at(1, 5, "h", -6),            // lower rank than the batch's own
+      at(2, 6, "k", 0),             // same version and rank, newer id
+      at(2, 7, "k", 0)};
+  batch[4].message = RawMessage{1, nullptr, true};  // a tombstone that loses
+  batch.push_back(at(3, 8, "t", 0));
+  batch.push_back(at(1, 9, "t", 1));  // lower version, higher rank: loses
+  batch.push_back(Outgoing<RawMessage>{RawMessage{3, nullptr, true},
+                                       Compacted("t", 0)});  // wins
+  const std::vector<ProduceResult> r = producer.ProduceBatch(batch);
+  const std::vector<bool> want = {false, false, true, true,  false,
+                                  true,  true,  true, false, true};
+  REQUIRE(r.size() == want.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    INFO("element " << i);
+    CHECK(r[i].head_advanced == want[i]);
+    CHECK(r[i].id > old_head);
+  }
+  CHECK(topic.Key("k").CompactionHead()->id == r[6].id);
+  CHECK(topic.Key("h").CompactionHead()->id == r[3].id);
+  CHECK_FALSE(topic.Key("t").CompactionHead().has_value());  // a tombstone
+  CHECK(db.raw().Int("SELECT head_id FROM " + db.HeadTable("meets") +
+                     " WHERE message_key = 't'") == r[9].id);
+}
+
 TEST_CASE("bad input in a batch names its element and writes nothing") {
   LiveDb db;
   auto topic = db.client().Topic<RawMessage>("bad");

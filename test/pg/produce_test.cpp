@@ -186,7 +186,7 @@ TEST_CASE("the writer names a key's partition, held to the key's hash") {
   auto producer = topic.RegisterProducer();
   for (int k = 0; k < 12; ++k) {
     const std::string key = "k" + std::to_string(k);
-    producer.Produce(Counter{k}, Compacted(key));                // produce_<id>
+    producer.Produce(Counter{k}, Compacted(key));  // produce_<id>
     producer.Produce(Counter{k}, ProduceOptions{key, std::nullopt});  // plain
   }
   std::vector<compaction::Outgoing<Counter>> batch;

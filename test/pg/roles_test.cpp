@@ -302,9 +302,8 @@ TEST_CASE("roles: the app role's plain produces name or default a partition") {
   auto producer = topic.RegisterProducer();
   for (int i = 0; i < 6; ++i) {
     producer.Produce(Counter{i});  // the default reads the id: currval
-    producer.Produce(Counter{i},
-                     compaction::ProduceOptions{"k" + std::to_string(i),
-                                                std::nullopt});
+    producer.Produce(Counter{i}, compaction::ProduceOptions{
+                                     "k" + std::to_string(i), std::nullopt});
   }
   const std::string table = f.db.MessageTable("spread");
   CHECK(f.db.raw().Int("SELECT count(DISTINCT partition) FROM " + table +
@@ -312,8 +311,7 @@ TEST_CASE("roles: the app role's plain produces name or default a partition") {
   CHECK(f.db.raw().Int(
             "SELECT count(*) FROM " + table +
             " WHERE message_key IS NOT NULL AND partition = "
-            "((hashtextextended(message_key, 0) % 3 + 3) % 3)::integer") ==
-        6);
+            "((hashtextextended(message_key, 0) % 3 + 3) % 3)::integer") == 6);
   RawConn raw("user=" + f.Login("app"));
   const int right = static_cast<int>(
       raw.Int("SELECT ((hashtextextended('x', 0) % 3 + 3) % 3)::integer"));

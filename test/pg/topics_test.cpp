@@ -74,6 +74,10 @@ TEST_CASE("Destroy removes the topic and its tables") {
   topic.Destroy();
   CHECK(db.raw().Int("SELECT count(*) FROM pg_tables WHERE schemaname = $1",
                      {db.schema()}) == 5);
+  // The topic's functions went with it.
+  CHECK(db.raw().Int("SELECT count(*) FROM pg_proc WHERE pronamespace = "
+                     "$1::regnamespace AND proname ~ '_[0-9]+$'",
+                     {db.QuotedSchema()}) == 0);
   CHECK_THROWS_AS(topic.Key("k").CompactionHead(), compaction::TopicNotFound);
   CHECK_THROWS_AS(topic.Destroy(), compaction::TopicNotFound);
   // Registered again it starts empty under a new id; cached ids are refreshed.
