@@ -1014,6 +1014,40 @@ def test_systemd_notify():
         drop_schema(schema)
 
 
+
+# --- stats-timeout on the server ---------------------------------------------
+
+def test_stats_timeout():
+    """A stats query that outlives stats-timeout is cancelled on a direct
+    connection, with prepared statements (the setting in the startup
+    options) and without (set per transaction), even when PGOPTIONS sets
+    another statement_timeout (stats-timeout wins over it)."""
+    schema = schema_name("stats_timeout")
+    setup_schema(ARGS.binary, schema)
+    holder = LockHolder()
+    try:
+        tid = register(ARGS.binary, schema, "slow", "1h")
+        holder.lock(f'LOCK TABLE "{schema}".compaction_head_{tid} '
+                    "IN ACCESS EXCLUSIVE MODE")
+        env = dict(os.environ, PGOPTIONS="-c statement_timeout=0")
+        for prepared in ("true", "false"):
+            t = time.monotonic()
+            r = run_cli(ARGS.binary,
+                        ["stats", "--schema", schema, "--stats-timeout",
+                         "300ms", "--prepared-statements", prepared],
+                        env=env, timeout=30)
+            took = time.monotonic() - t
+            log(f"FIGURE stats under a lock, prepared-statements {prepared}: "
+                f"exit {r.returncode} after {took:.2f}s")
+            check(r.returncode != 0,
+                  f"stats returned under the lock: {r.stdout}")
+            check("statement timeout" in r.stderr or "cancel" in r.stderr,
+                  f"not a statement timeout: {r.stderr}")
+            check(took < 10, f"took {took:.1f}s with stats-timeout = 300ms")
+    finally:
+        holder.kill()
+        drop_schema(schema)
+
 TESTS = {
     "ttl_bounds": test_ttl_bounds,
     "many_topics": test_many_topics,
@@ -1027,6 +1061,7 @@ TESTS = {
     "metrics_lint": test_metrics_lint,
     "cli": test_cli,
     "systemd_notify": test_systemd_notify,
+    "stats_timeout": test_stats_timeout,
 }
 
 
