@@ -1,7 +1,8 @@
 // With prepared_statements = false the library sends no startup `options`
 // (a transaction pooler refuses or drops them) and applies their settings
-// in every transaction instead: the search_path pin and the caller's -c
-// settings, e.g. the daemon's statement_timeout for its stats queries.
+// in every transaction instead: the search_path pin, the caller's -c
+// settings and ClientOptions::session_settings (the daemon's
+// statement_timeout for its stats queries).
 // Directly and, under test/pooler/with_pooler.sh, through PgBouncer in
 // transaction mode, where a session setting would not hold.
 #include <libpq-fe.h>
