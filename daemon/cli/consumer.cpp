@@ -95,7 +95,7 @@ int ConsumerDrop(const Settings& s, const std::string& topic,
   try {
     n = client.DropConsumer(topic, name);
   } catch (const compaction::DatabaseError& e) {
-    if (e.sqlstate() != "42501") throw;
+    if (e.sqlstate() != compaction::kInsufficientPrivilege) throw;
     // insufficient_privilege: the app role moves positions but may not
     // delete them, by design.
     throw std::runtime_error(

@@ -73,7 +73,7 @@ int TopicDestroy(const Settings& s, const std::string& name) {
   try {
     client.Topic<compaction::RawMessage>(name).Destroy();
   } catch (const compaction::DatabaseError& e) {
-    if (e.sqlstate() != "42501") throw;
+    if (e.sqlstate() != compaction::kInsufficientPrivilege) throw;
     // insufficient_privilege: the app, janitor and monitor roles may not
     // drop tables, by design.
     throw std::runtime_error(
