@@ -26,8 +26,14 @@ Client Client::Connect(const std::map<std::string, std::string>& params,
     // startup options as every later one's): the server is reachable and
     // the schema, when installed, at our version.
     pg::Pool::Lease probe = core->pool().Acquire(kOp);
+    // Unnamed, as before the pool opened the probe: behind a transaction
+    // pooler with prepared statements on, a name prepared here can be
+    // missing from the server connection the next transaction lands on
+    // (pooler.mixed_session's set-up failed so, SQLSTATE 26000).
+    pg::Session session = (*probe).session();
+    session.cache = nullptr;
     const std::optional<int> found =
-        detail::InstalledSystemVersion(*core, (*probe).session(), kOp);
+        detail::InstalledSystemVersion(*core, session, kOp);
     if (found && *found != kSystemBaselineVersion) {
       throw SchemaVersionMismatch(kOp, "schema " + core->schema(), *found,
                                   kSystemBaselineVersion);
