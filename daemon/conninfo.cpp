@@ -2,7 +2,6 @@
 
 #include <compaction/conninfo.hpp>
 #include <compaction/errors.hpp>
-#include <cstdlib>
 #include <stdexcept>
 #include <utility>
 
@@ -57,13 +56,6 @@ std::map<std::string, std::string> ConnectionParams(const Settings& s) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError("invalid value for key 'db': " + std::string(e.what()));
   }
-  std::string options = params.count("options") != 0 ? params["options"] : "";
-  if (options.empty()) {
-    if (const char* env = std::getenv("PGOPTIONS")) options = env;
-  }
-  if (!options.empty()) options += " ";
-  options += "-c statement_timeout=" + std::to_string(s.stats_timeout.count());
-  params["options"] = options;
   params["application_name"] = s.application_name;
   return params;
 }
@@ -74,6 +66,10 @@ compaction::ClientOptions ClientOptionsFor(const Settings& s) {
   options.pool_size = s.pool_size;
   options.application_name = s.application_name;
   options.prepared_statements = s.prepared_statements;
+  // In milliseconds, the server's unit for it. The library applies it as a
+  // startup option or, behind a transaction pooler, per transaction.
+  options.session_settings["statement_timeout"] =
+      std::to_string(s.stats_timeout.count());
   options.notice_handler = LogNotices("postgres");
   return options;
 }

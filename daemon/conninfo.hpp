@@ -3,10 +3,11 @@
 // the settings turned into the keyword -> value parameters the library's Client
 // and TopicEventListener take (never rendered into a string and parsed again).
 //
-// The client's sessions get `-c statement_timeout=<stats-timeout>` in their
-// libpq `options` (appended to any the user set, or to PGOPTIONS), so the
-// statistics and topic queries are bounded on the server; janitor batches
-// set their own statement-timeout. The library adds the search_path pin,
+// The client's sessions get statement_timeout = stats-timeout as a session
+// setting (ClientOptions::session_settings; it wins over one in the user's
+// options or PGOPTIONS, which the library applies too), so the statistics
+// and topic queries are bounded on the server; janitor batches set their
+// own statement-timeout. The library adds the search_path pin,
 // connect_timeout 10 s and TCP keepalives unless the conninfo sets them.
 // Pure functions; thread-safe.
 #pragma once
@@ -48,7 +49,8 @@ std::string RenderConninfo(const std::map<std::string, std::string>& params);
 // listener. Throws ConfigError naming `db` when the conninfo does not parse.
 std::map<std::string, std::string> ConnectionParams(const Settings& s);
 
-// With notice_handler = LogNotices("postgres").
+// With notice_handler = LogNotices("postgres") and session_settings
+// {statement_timeout: stats-timeout in ms}.
 compaction::ClientOptions ClientOptionsFor(const Settings& s);
 
 // Logs the server's notices (component `component`): warnings and worse

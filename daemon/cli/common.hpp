@@ -6,10 +6,13 @@
 
 #include <chrono>
 #include <compaction/client.hpp>
+#include <compaction/errors.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "daemon/config.hpp"
 
@@ -17,6 +20,23 @@ namespace compactiond::cli {
 
 // One client for the command, configured as `run` configures its own.
 compaction::Client Connect(const Settings& s);
+
+// Runs `fn`; a refusal for want of privilege (insufficient_privilege) is
+// rethrown as std::runtime_error saying that `command` needs the role that
+// owns the schema's tables: the app, janitor and monitor roles may not
+// drop tables or delete consumer positions, by design.
+template <class F>
+decltype(auto) AsTableOwner(const char* command, F&& fn) {
+  try {
+    return std::forward<F>(fn)();
+  } catch (const compaction::DatabaseError& e) {
+    if (e.sqlstate() != compaction::kInsufficientPrivilege) throw;
+    throw std::runtime_error(std::string(e.what()) + " (" + command +
+                             " needs the role that owns the schema's "
+                             "tables, e.g. <prefix>_owner of schema install "
+                             "--roles)");
+  }
+}
 
 double Seconds(Millis d);
 // Seconds since the Unix epoch; null when there is no time.

@@ -91,18 +91,8 @@ int ConsumerReset(const Settings& s, const std::string& topic,
 int ConsumerDrop(const Settings& s, const std::string& topic,
                  const std::string& name) {
   compaction::Client client = Connect(s);
-  int n = 0;
-  try {
-    n = client.DropConsumer(topic, name);
-  } catch (const compaction::DatabaseError& e) {
-    if (e.sqlstate() != "42501") throw;
-    // insufficient_privilege: the app role moves positions but may not
-    // delete them, by design.
-    throw std::runtime_error(
-        std::string(e.what()) +
-        " (consumer drop needs the role that owns the schema's tables, "
-        "e.g. <prefix>_owner of schema install --roles)");
-  }
+  const int n = AsTableOwner("consumer drop",
+                             [&] { return client.DropConsumer(topic, name); });
   if (n == 0) throw NoSuchConsumer(topic, name);
   std::cout << "dropped topic=" << Printable(topic)
             << " consumer=" << Printable(name) << " partitions=" << n << "\n";

@@ -70,17 +70,8 @@ int TopicRegister(const Settings& s, const std::vector<std::string>& names,
 
 int TopicDestroy(const Settings& s, const std::string& name) {
   compaction::Client client = Connect(s);
-  try {
-    client.Topic<compaction::RawMessage>(name).Destroy();
-  } catch (const compaction::DatabaseError& e) {
-    if (e.sqlstate() != "42501") throw;
-    // insufficient_privilege: the app, janitor and monitor roles may not
-    // drop tables, by design.
-    throw std::runtime_error(
-        std::string(e.what()) +
-        " (topic destroy needs the role that owns the schema's tables, "
-        "e.g. <prefix>_owner of schema install --roles)");
-  }
+  AsTableOwner("topic destroy",
+               [&] { client.Topic<compaction::RawMessage>(name).Destroy(); });
   std::cout << "destroyed topic=" << name << "\n";
   return kExitOk;
 }

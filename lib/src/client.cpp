@@ -1,8 +1,11 @@
 #include "compaction/client.hpp"
 
+#include <thread>
+
 #include "core.hpp"
 #include "schema.hpp"
 #include "tx_internal.hpp"
+#include "validate.hpp"
 
 namespace compaction {
 
@@ -16,39 +19,29 @@ Client Client::Connect(const std::string& conninfo, ClientOptions options) {
 Client Client::Connect(const std::map<std::string, std::string>& params,
                        ClientOptions options) {
   constexpr const char* kOp = "Connect";
-  if (options.acquire_timeout.count() <= 0) {
-    throw InvalidArgument(kOp, "acquire_timeout must be positive");
+  detail::CheckClientOptions(kOp, options);
+  auto core = std::make_shared<detail::ClientCore>(params, std::move(options));
+  {
+    // The pool opens the first connection (its settings, notices and
+    // startup options as every later one's): the server is reachable and
+    // the schema, when installed, at our version.
+    pg::Pool::Lease probe = core->pool().Acquire(kOp);
+    // Unnamed, as before the pool opened the probe: behind a transaction
+    // pooler with prepared statements on, a name prepared here can be
+    // missing from the server connection the next transaction lands on
+    // (pooler.mixed_session's set-up failed so, SQLSTATE 26000).
+    pg::Session session = (*probe).session();
+    session.cache = nullptr;
+    const std::optional<int> found =
+        detail::InstalledSystemVersion(*core, session, kOp);
+    if (found && *found != kSystemBaselineVersion) {
+      throw SchemaVersionMismatch(kOp, "schema " + core->schema(), *found,
+                                  kSystemBaselineVersion);
+    }
+    // Back to the pool as no thread's: the first thread that needs one
+    // takes it, rather than whichever thread happened to connect.
+    (*probe).set_last_user(std::thread::id());
   }
-  if (options.pool_size < 1) {
-    throw InvalidArgument(kOp, "pool_size must be at least 1, got " +
-                                   std::to_string(options.pool_size));
-  }
-  if (options.schema.empty()) throw InvalidArgument(kOp, "schema is empty");
-  if (options.schema.size() > 63) {
-    throw InvalidArgument(kOp, "schema name is longer than 63 bytes");
-  }
-  // Without prepared statements: as the pool's connections (pg::Pool::startup),
-  // settings per transaction; refused options fail here, before any I/O.
-  const std::string local_settings = options.prepared_statements
-                                         ? std::string()
-                                         : pg::LocalSettingsSql(params, kOp);
-  pg::ConnPtr first = pg::Connect(
-      params, options.application_name, kOp, &options.notice_handler,
-      options.prepared_statements ? pg::StartupOptions::kSend
-                                  : pg::StartupOptions::kPerTransaction);
-  std::string quoted = pg::QuoteIdentifier(first.get(), options.schema, kOp);
-  auto core = std::make_shared<detail::ClientCore>(params, std::move(options),
-                                                   std::move(quoted));
-  // `options` is moved from: the core's copy lives as long as the pool.
-  pg::RouteNotices(first.get(), &core->options().notice_handler);
-  const std::optional<int> found = detail::InstalledSystemVersion(
-      *core, pg::Session{first.get(), nullptr, &local_settings}, kOp);
-  if (found && *found != kSystemBaselineVersion) {
-    throw SchemaVersionMismatch(kOp, "schema " + core->schema(), *found,
-                                kSystemBaselineVersion);
-  }
-  core->pool().Adopt(
-      std::move(first));  // the probe serves as a pooled connection
   return Client(std::move(core));
 }
 

@@ -44,8 +44,9 @@ pg::ConnPtr ConnectBefore(ClientCore& core, Clock::time_point deadline) {
                .count());
     params["connect_timeout"] = std::to_string(seconds);
     try {
-      return pg::Connect(params, core.options().application_name,
-                         "commit check", &core.options().notice_handler);
+      return pg::Connect(params, core.options().session_settings,
+                         core.options().application_name, "commit check",
+                         &core.options().notice_handler);
     } catch (const AuthenticationFailed&) {
       // The same credentials will be refused again: the outcome stays
       // unknown (CommitOutcomeUnknown), not an authentication error.

@@ -18,18 +18,22 @@
 #include "compaction/options.hpp"
 #include "compaction/tx.hpp"
 #include "pg/connection.hpp"
+#include "pg/errors.hpp"
 #include "pg/pool.hpp"
 
 namespace compaction::detail {
 
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
-  ClientCore(pg::ConnParams params, ClientOptions options,
-             std::string quoted_schema)
+  // `options` as CheckClientOptions accepts them. Opens no connection;
+  // throws InvalidArgument when the conninfo's options cannot be applied
+  // per transaction (pg::Pool).
+  ClientCore(pg::ConnParams params, ClientOptions options)
       : options_(std::move(options)),
-        schema_(std::move(quoted_schema)),
+        schema_(pg::QuoteIdentifier(options_.schema)),
         params_(params),
-        pool_(std::move(params), options_.application_name, options_.pool_size,
+        pool_(std::move(params), options_.session_settings,
+              options_.application_name, options_.pool_size,
               options_.acquire_timeout, options_.prepared_statements,
               &options_.notice_handler) {}
 

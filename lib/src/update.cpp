@@ -7,7 +7,7 @@
 #include "compaction/errors.hpp"
 #include "compaction/tx.hpp"
 #include "core.hpp"
-#include "heads.hpp"
+#include "lock.hpp"
 #include "tx_internal.hpp"
 #include "validate.hpp"
 

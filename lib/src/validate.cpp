@@ -5,6 +5,7 @@
 
 #include "compaction/errors.hpp"
 #include "compaction/options.hpp"
+#include "pg/conninfo.hpp"
 
 namespace compaction::detail {
 namespace {
@@ -125,6 +126,41 @@ void ValidateLimit(const char* operation, const char* what, int limit,
     throw InvalidArgument(operation, std::string(what) + " must be in 1.." +
                                          std::to_string(max) + ", got " +
                                          std::to_string(limit));
+  }
+}
+
+void CheckClientOptions(const char* operation, const ClientOptions& options) {
+  if (options.acquire_timeout.count() <= 0) {
+    throw InvalidArgument(operation, "acquire_timeout must be positive");
+  }
+  if (options.pool_size < 1) {
+    throw InvalidArgument(operation, "pool_size must be at least 1, got " +
+                                         std::to_string(options.pool_size));
+  }
+  const std::string& schema = options.schema;
+  if (schema.empty()) throw InvalidArgument(operation, "schema is empty");
+  if (schema.size() > 63) {
+    throw InvalidArgument(operation, "schema name is longer than 63 bytes");
+  }
+  if (!IsValidUtf8(schema) || schema.find('\0') != std::string::npos) {
+    throw InvalidArgument(operation,
+                          "schema name is not valid UTF-8 without NUL");
+  }
+  for (const auto& [name, value] : options.session_settings) {
+    if (!pg::IsSettingName(name)) {
+      throw InvalidArgument(operation, "session_settings: \"" + Shown(name) +
+                                           "\" is not a setting name "
+                                           "(letters, digits, '_', '.')");
+    }
+    if (pg::IsPinnedSetting(name)) {
+      throw InvalidArgument(operation, "session_settings: " + name +
+                                           " is set by the library on every "
+                                           "connection and cannot be changed");
+    }
+    if (value.find('\0') != std::string::npos) {
+      throw InvalidArgument(operation, "session_settings: the value of " +
+                                           name + " holds a NUL byte");
+    }
   }
 }
 

@@ -5,6 +5,10 @@
 #include <chrono>
 #include <string>
 
+namespace compaction {
+struct ClientOptions;
+}
+
 namespace compaction::detail {
 
 // Topic names: 1..kMaxTopicNameLength of [a-z0-9._-], starting with a
@@ -36,5 +40,11 @@ void ValidateServerTimeout(const char* operation, const char* what,
                            std::chrono::milliseconds timeout);
 void ValidateLimit(const char* operation, const char* what, int limit, int max);
 bool IsValidUtf8(const std::string& text);
+
+// What Client::Connect takes: a positive acquire_timeout, a pool_size of at
+// least 1, a schema name of 1..63 bytes of UTF-8 without NUL, and
+// session_settings as ClientOptions documents them. Throws InvalidArgument
+// naming what was wrong (a setting by its name, never by its value).
+void CheckClientOptions(const char* operation, const ClientOptions& options);
 
 }  // namespace compaction::detail

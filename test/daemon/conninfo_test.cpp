@@ -82,5 +82,22 @@ TEST_CASE("an invalid db value is never quoted") {
   }
 }
 
+// stats-timeout reaches the library as a session setting, not rendered into
+// the conninfo's options (which stay the user's, PGOPTIONS left to the
+// library).
+TEST_CASE("stats-timeout is a session setting; the options stay the user's") {
+  test::ScopedEnv env("PGOPTIONS", "-c work_mem=3MB");
+  Invocation inv = ParseInvocation(
+      {"--db", "host=h options='-c lock_timeout=1s'", "--stats-timeout", "3s",
+       "--prepared-statements", "false"});
+  CHECK(ClientOptionsFor(inv.settings).session_settings ==
+        std::map<std::string, std::string>{{"statement_timeout", "3000"}});
+  CHECK(ClientOptionsFor(inv.settings).prepared_statements == false);
+  const auto params = ConnectionParams(inv.settings);
+  CHECK(params.at("options") == "-c lock_timeout=1s");
+  inv = ParseInvocation({"--db", "host=h"});
+  CHECK(ConnectionParams(inv.settings).count("options") == 0);
+}
+
 }  // namespace
 }  // namespace compactiond

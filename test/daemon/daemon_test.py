@@ -24,6 +24,7 @@ from harness import (Daemon, LockHolder, as_postgres, check,  # noqa: E402
                      insert_materialized, log, materialized_count, psql,
                      psql_file, register, run_cli, scalar, setup_schema,
                      wait_for, PG_BIN)
+from harness import check_stats_cancelled, locked_topic  # noqa: E402
 from harness import parse_test_args, run_one  # noqa: E402
 
 ARGS = None
@@ -1014,6 +1015,28 @@ def test_systemd_notify():
         drop_schema(schema)
 
 
+
+# --- stats-timeout on the server ---------------------------------------------
+
+def test_stats_timeout():
+    """A stats query that outlives stats-timeout is cancelled on a direct
+    connection, with prepared statements (the setting in the startup
+    options) and without (set per transaction), even when PGOPTIONS sets
+    another statement_timeout (stats-timeout wins over it)."""
+    schema = schema_name("stats_timeout")
+    holder = locked_topic(ARGS.binary, schema)
+    try:
+        env = dict(os.environ, PGOPTIONS="-c statement_timeout=0")
+        for prepared in ("true", "false"):
+            check_stats_cancelled(
+                ARGS.binary, ["--schema", schema, "--stats-timeout", "300ms",
+                              "--prepared-statements", prepared],
+                f"stats under a lock, prepared-statements {prepared}",
+                env=env)
+    finally:
+        holder.kill()
+        drop_schema(schema)
+
 TESTS = {
     "ttl_bounds": test_ttl_bounds,
     "many_topics": test_many_topics,
@@ -1027,6 +1050,7 @@ TESTS = {
     "metrics_lint": test_metrics_lint,
     "cli": test_cli,
     "systemd_notify": test_systemd_notify,
+    "stats_timeout": test_stats_timeout,
 }
 
 

@@ -317,3 +317,27 @@ def run_one(name, fn, log_lines=60):
     print(f"PASS {name} ({time.monotonic() - t:.1f}s)", flush=True)
     return 0
 
+
+def locked_topic(binary, schema):
+    """Installs `schema` with one topic, "slow", whose head table a
+    LockHolder (returned; kill it when done) holds ACCESS EXCLUSIVE: every
+    query of its statistics waits."""
+    setup_schema(binary, schema)
+    holder = LockHolder()
+    tid = register(binary, schema, "slow", "1h")
+    holder.lock(f'LOCK TABLE "{schema}".compaction_head_{tid} '
+                "IN ACCESS EXCLUSIVE MODE")
+    return holder
+
+
+def check_stats_cancelled(binary, args, label, env=None):
+    """Runs `compactiond stats` with `args` while its head table is locked:
+    it must fail on a statement timeout well within 10 s."""
+    t = time.monotonic()
+    r = run_cli(binary, ["stats", *args], env=env, timeout=30)
+    took = time.monotonic() - t
+    log(f"FIGURE {label}: exit {r.returncode} after {took:.2f}s")
+    check(r.returncode != 0, f"stats returned under the lock: {r.stdout}")
+    check("statement timeout" in r.stderr or "cancel" in r.stderr,
+          f"not a statement timeout: {r.stderr}")
+    check(took < 10, f"took {took:.1f}s with a short stats-timeout")

@@ -44,7 +44,7 @@ TEST_CASE(
   // A ROLLBACK on a peer that vanished from the network would otherwise
   // wait for the kernel's two-hour TCP timeout.
   pg::ConnPtr conn =
-      pg::Connect(pg::ParseConninfo("", "test"), "connection_test", "test");
+      pg::Connect(pg::ParseConninfo("", "test"), {}, "connection_test", "test");
   auto effective = Effective(conn.get());
   if (std::getenv("PGCONNECT_TIMEOUT") == nullptr) {
     CHECK(effective["connect_timeout"] == "10");
@@ -57,7 +57,7 @@ TEST_CASE(
   pg::ConnPtr own = pg::Connect(
       pg::ParseConninfo(
           "keepalives_idle=42 tcp_user_timeout=9000 connect_timeout=3", "test"),
-      "connection_test", "test");
+      {}, "connection_test", "test");
   effective = Effective(own.get());
   CHECK(effective["keepalives_idle"] == "42");
   CHECK(effective["tcp_user_timeout"] == "9000");
@@ -67,13 +67,13 @@ TEST_CASE(
 
 TEST_CASE("library connections pin search_path after the caller's options") {
   pg::ConnPtr plain =
-      pg::Connect(pg::ParseConninfo("", "test"), "connection_test", "test");
+      pg::Connect(pg::ParseConninfo("", "test"), {}, "connection_test", "test");
   CHECK(Show(plain.get(), "search_path") == "pg_catalog,pg_temp");
   // The caller's own options survive; its search_path does not win.
   pg::ConnPtr own = pg::Connect(
       pg::ParseConninfo("options='-c work_mem=7MB -c search_path=public'",
                         "test"),
-      "connection_test", "test");
+      {}, "connection_test", "test");
   CHECK(Show(own.get(), "work_mem") == "7MB");
   CHECK(Show(own.get(), "search_path") == "pg_catalog,pg_temp");
 }
@@ -164,7 +164,7 @@ TEST_CASE(
   pg::ConnPtr conn = pg::Connect(
       pg::ParseConninfo(
           "options='-c default_transaction_isolation=serializable'", "test"),
-      "connection_test", "test");
+      {}, "connection_test", "test");
   CHECK(Show(conn.get(), "default_transaction_isolation") == "read committed");
   CHECK(pg::DefaultIsReadCommitted(conn.get()));
 }
@@ -178,7 +178,7 @@ TEST_CASE(
   const bool other_default = GENERATE(false, true);
   INFO("serializable default " << other_default);
   pg::ConnPtr conn =
-      pg::Connect(pg::ParseConninfo("", "test"), "connection_test", "test");
+      pg::Connect(pg::ParseConninfo("", "test"), {}, "connection_test", "test");
   if (other_default) {
     PQclear(PQexec(conn.get(),
                    "SET default_transaction_isolation = 'serializable'"));

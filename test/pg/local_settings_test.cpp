@@ -1,7 +1,8 @@
 // With prepared_statements = false the library sends no startup `options`
 // (a transaction pooler refuses or drops them) and applies their settings
-// in every transaction instead: the search_path pin and the caller's -c
-// settings, e.g. the daemon's statement_timeout for its stats queries.
+// in every transaction instead: the search_path pin, the caller's -c
+// settings and ClientOptions::session_settings (the daemon's
+// statement_timeout for its stats queries).
 // Directly and, under test/pooler/with_pooler.sh, through PgBouncer in
 // transaction mode, where a session setting would not hold.
 #include <libpq-fe.h>
@@ -108,6 +109,73 @@ TEST_CASE(
                         [&](Tx& tx) { slow.Key("k").LockCompactionHead(tx); }),
                     StatementCancelled);
   });
+  CHECK(took < 5s);
+}
+
+// ClientOptions::session_settings: in the startup options with prepared
+// statements, per transaction without; either way over the conninfo's
+// options of the same name, and those options' other settings still hold.
+// Through the test PgBouncer only without prepared statements (with them
+// the startup options go to a pooler that drops them).
+TEST_CASE("session_settings hold in every transaction, over the conninfo's") {
+  const bool prepared = GENERATE(false, true);
+  if (prepared && ThroughPooler()) return;
+  CAPTURE(prepared);
+  LiveDb db;
+  ClientOptions options;
+  options.schema = db.schema();
+  options.prepared_statements = prepared;
+  options.pool_size = 2;
+  options.session_settings = {{"statement_timeout", "4321"},
+                              {"compaction_test.note", "a b\\c\t-c x=y"}};
+  Client client = Client::Connect(
+      ClientConninfo("options='-c statement_timeout=1 -c work_mem=7MB "
+                     "-c search_path=public'"),
+      options);
+  for (int i = 0; i < 3; ++i) {
+    client.InTransaction([&](Tx& tx) {
+      CHECK(Show(tx, "statement_timeout") == "4321ms");
+      CHECK(Show(tx, "compaction_test.note") == "a b\\c\t-c x=y");
+      CHECK(Show(tx, "work_mem") == "7MB");
+      CHECK(Show(tx, "search_path").find("public") == std::string::npos);
+    });
+  }
+  client.Topic<Counter>("t").Register();  // autocommit statements run too
+}
+
+TEST_CASE("a session setting is refused before anything connects") {
+  ClientOptions options;
+  options.session_settings = {{"statement_timeout; DROP", "1"}};
+  // Nothing listens there: a connection attempt would be ConnectionLost.
+  const std::string nowhere = "host=/nonexistent/socket/dir port=1";
+  try {
+    Client::Connect(nowhere, options);
+    FAIL("no exception");
+  } catch (const InvalidArgument& e) {
+    CHECK(std::string(e.what()).find("statement_timeout; DROP") !=
+          std::string::npos);
+  }
+  options.session_settings = {{"search_path", "public"}};
+  CHECK_THROWS_AS(Client::Connect(nowhere, options), InvalidArgument);
+}
+
+TEST_CASE(
+    "prepared_statements = false: a statement outliving the "
+    "statement_timeout of session_settings is cancelled") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>(Unique("slow_"));
+  topic.Register();
+  ClientOptions options;
+  options.schema = db.schema();
+  options.prepared_statements = false;
+  options.pool_size = 2;
+  options.session_settings = {{"statement_timeout", "300"}};
+  Client client = Client::Connect(ClientConninfo(), options);
+  auto slow = client.Topic<Counter>(topic.name());
+  slow.Stats();
+  TableLock lock(db.HeadTable(topic.name()));
+  const std::chrono::milliseconds took =
+      Timed([&] { CHECK_THROWS_AS(slow.Stats(), StatementCancelled); });
   CHECK(took < 5s);
 }
 

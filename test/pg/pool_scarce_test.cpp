@@ -32,7 +32,7 @@ TEST_CASE("a pool short of server slots waits for its own connection") {
   }
   {
     testing::RawConn held("user=" + role);
-    pg::Pool pool(pg::ParseConninfo("user=" + role, "scarce"), "scarce", 4,
+    pg::Pool pool(pg::ParseConninfo("user=" + role, "scarce"), {}, "scarce", 4,
                   std::chrono::seconds(20), true);
     std::atomic<int> lost{0};
     std::atomic<int> other{0};

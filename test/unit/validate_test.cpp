@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "compaction/errors.hpp"
+#include "compaction/options.hpp"
 
 using compaction::InvalidArgument;
 using namespace compaction::detail;
@@ -67,4 +68,44 @@ TEST_CASE("headless_ttl and limits must be positive") {
   CHECK_THROWS_AS(ValidateLimit("m", "limit", -1, 10), InvalidArgument);
   CHECK_THROWS_AS(ValidateLimit("m", "limit", 11, 10), InvalidArgument);
   CHECK_NOTHROW(ValidateLimit("m", "limit", 10, 10));
+}
+
+TEST_CASE("CheckClientOptions names a session setting it refuses") {
+  using compaction::ClientOptions;
+  CHECK_NOTHROW(CheckClientOptions("Connect", ClientOptions{}));
+  const auto refused = [](std::string name, std::string value) -> std::string {
+    ClientOptions options;
+    options.session_settings[name] = value;
+    try {
+      CheckClientOptions("Connect", options);
+    } catch (const InvalidArgument& e) {
+      CHECK(e.operation() == "Connect");
+      return e.what();
+    }
+    return {};
+  };
+  CHECK(refused("statement_timeout", "5s").empty());
+  CHECK(refused("my.custom_setting", "a b\\c").empty());
+  CHECK(refused("bad name", "1").find("bad name") != std::string::npos);
+  CHECK(refused("a=b", "1").find("\"a=b\"") != std::string::npos);
+  CHECK(refused("", "1").find("not a setting name") != std::string::npos);
+  CHECK(refused("Search_Path", "public").find("Search_Path") !=
+        std::string::npos);
+  CHECK(refused("client_encoding", "LATIN1").find("client_encoding") !=
+        std::string::npos);
+  const std::string nul = refused("work_mem", std::string("1MB\0x", 5));
+  CHECK(nul.find("work_mem") != std::string::npos);
+  CHECK(nul.find("NUL") != std::string::npos);
+}
+
+TEST_CASE("CheckClientOptions: pool, timeout and schema") {
+  compaction::ClientOptions options;
+  options.schema = std::string("a\0b", 3);
+  CHECK_THROWS_AS(CheckClientOptions("Connect", options), InvalidArgument);
+  options.schema = "\xff";
+  CHECK_THROWS_AS(CheckClientOptions("Connect", options), InvalidArgument);
+  options.schema = "my \"schema\"";
+  CHECK_NOTHROW(CheckClientOptions("Connect", options));
+  options.pool_size = 0;
+  CHECK_THROWS_AS(CheckClientOptions("Connect", options), InvalidArgument);
 }

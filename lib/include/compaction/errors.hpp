@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "compaction/export.hpp"
 
@@ -164,6 +165,11 @@ class COMPACTION_EXPORT InternalError : public Error {
  public:
   using Error::Error;
 };
+
+// DatabaseError::sqlstate() of a statement the role may not run
+// (insufficient_privilege), e.g. a role of doc/roles.md doing what its
+// role is not granted.
+inline constexpr std::string_view kInsufficientPrivilege = "42501";
 
 class COMPACTION_EXPORT DatabaseError : public Error {
  public:

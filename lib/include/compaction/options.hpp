@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -37,19 +38,32 @@ struct ClientOptions {
   // throws PoolTimeout (instead of waiting forever, e.g. when one thread
   // holds every connection in open transactions).
   std::chrono::milliseconds acquire_timeout = std::chrono::seconds(30);
-  // true: each pooled connection prepares the statements it runs, under
-  // names unique to that connection instance. false: every statement is
-  // sent unnamed (extended protocol, still pipelined inside a
-  // transaction), for transaction and statement poolers such as PgBouncer
-  // in pool_mode = transaction, where a prepared statement may not exist on
-  // the server connection the next transaction lands on. Such poolers also
-  // refuse or silently drop the startup `options` parameter, so with false
-  // the library does not send it: the settings it holds (the search_path
-  // pin of every connection, the caller's -c settings from the conninfo or
-  // PGOPTIONS) are applied with set_config(..., is_local => true) in each
-  // transaction and autocommit statement, in the same round trip; anything
-  // else in `options` is refused (InvalidArgument) at Connect.
+  // true: connected directly or through a session pooler; false: behind a
+  // transaction or statement pooler (PgBouncer pool_mode = transaction).
+  // With true each pooled connection prepares the statements it runs, under
+  // names unique to that connection instance; with false every statement
+  // is sent unnamed (extended protocol, still pipelined inside a
+  // transaction), since the next transaction may land on a server
+  // connection where the statement was never prepared, and no startup
+  // `options` are sent (session_settings says what happens to them).
   bool prepared_statements = true;
+  // Server settings every session of the client runs with, name -> value
+  // as SET takes them, e.g. {{"statement_timeout", "5s"}}. With
+  // prepared_statements they go in the startup `options` (`-c name=value`,
+  // white space and backslashes escaped); without, where a transaction
+  // pooler refuses or drops startup options, each transaction and
+  // autocommit statement applies them first with set_config(...,
+  // is_local => true), in the same round trip. The conninfo's own `options`
+  // (or PGOPTIONS when it sets none) are applied the same way, before these:
+  // a name set in both takes the value given here. Without
+  // prepared_statements those options may hold only -c / --name=value
+  // settings. Names are letters, digits, '_' and '.'; values hold no NUL
+  // byte; search_path, default_transaction_isolation and client_encoding
+  // are the library's own (pinned on every connection). Anything else is
+  // InvalidArgument at Connect, naming the setting, before it connects; an
+  // unknown name or a bad value the server refuses when Connect opens its
+  // first connection.
+  std::map<std::string, std::string> session_settings = {};
   // How long a COMMIT (Tx::Commit, or an autocommit Produce) whose
   // connection broke may spend finding out on a new connection whether it
   // committed: returns normally when it did, throws ConnectionLost when it

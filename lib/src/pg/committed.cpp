@@ -76,7 +76,7 @@ CommittedExec ExecInBlock(Session session, const char* operation,
 // The statement alone in an implicit transaction, which the server commits
 // at the sync point: no BEGIN or COMMIT to parse, bind and run. Only for a
 // session whose default isolation is READ COMMITTED (pinned by
-// kPinnedOptions, checked at open). The flush request still makes the
+// kPinnedSettings, checked at open). The flush request still makes the
 // server send the statement's result before it commits.
 CommittedExec ExecImplicit(Session session, const char* operation,
                            const Statement& statement) {

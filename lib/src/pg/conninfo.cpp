@@ -2,6 +2,8 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <string_view>
 
@@ -45,23 +47,84 @@ constexpr std::pair<const char*, const char*> kConnectionDefaults[] = {
     {"tcp_user_timeout", "30000"},
 };
 
-}  // namespace
-
-std::string PinnedOptions(std::string options) {
-  // Appended last, so it wins over an earlier -c search_path (or isolation)
-  // of the caller.
-  if (!options.empty()) options += ' ';
-  return options + kPinnedOptions;
+// Setting names compare as the server does: any letter case.
+bool SameName(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
 }
 
-ConnParams ForConnection(ConnParams params, const Environment& env) {
+SettingList PinnedList() {
+  SettingList pins;
+  for (const auto& [name, value] : kPinnedSettings)
+    pins.emplace_back(name, value);
+  return pins;
+}
+
+}  // namespace
+
+bool IsPinnedSetting(const std::string& name) {
+  if (SameName(name, "client_encoding")) return true;
+  for (const auto& pin : kPinnedSettings) {
+    if (SameName(name, pin.first)) return true;
+  }
+  return false;
+}
+
+bool IsSettingName(const std::string& name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string CallerOptions(const ConnParams& params, const Environment& env) {
+  const auto it = params.find("options");
+  if (it != params.end() && !it->second.empty()) return it->second;
+  return env.pgoptions;
+}
+
+std::string RenderSettings(const SettingList& settings) {
+  std::string out;
+  for (const auto& [name, value] : settings) {
+    if (!out.empty()) out += ' ';
+    out += "-c " + name + '=';
+    // The server splits on unescaped white space (isspace) and takes the
+    // character after a backslash literally.
+    for (char c : value) {
+      if (c == '\\' || std::isspace(static_cast<unsigned char>(c))) {
+        out += '\\';
+      }
+      out += c;
+    }
+  }
+  return out;
+}
+
+ConnParams ForConnection(ConnParams params, const SessionSettings& settings,
+                         const Environment& env) {
   // Every other role is untrusted: with pg_catalog first (and nothing else
   // searched for functions and operators), no object anyone created in
   // public or in a schema of a database-level search_path can stand in for
-  // a built-in one inside our statements.
-  std::string options = params.count("options") != 0 ? params["options"] : "";
-  if (options.empty()) options = env.pgoptions;
-  params["options"] = PinnedOptions(options);
+  // a built-in one inside our statements. The pins come last, so they win
+  // over the caller's search_path (or isolation).
+  std::string options = CallerOptions(params, env);
+  for (const std::string& part :
+       {RenderSettings({settings.begin(), settings.end()}),
+        RenderSettings(PinnedList())}) {
+    if (part.empty()) continue;
+    if (!options.empty()) options += ' ';
+    options += part;
+  }
+  params["options"] = options;
   // Keys and payloads travel as UTF-8 whatever the database's encoding:
   // the libpq keyword overrides a client_encoding of the conninfo or
   // PGCLIENTENCODING, and PgBouncer applies it to every server connection
@@ -76,18 +139,6 @@ ConnParams ForConnection(ConnParams params, const Environment& env) {
 }
 
 namespace {
-
-// A setting name as postgres takes it on its command line (`--a-b=1` is
-// a_b); only identifier characters and dots (custom settings).
-bool ValidSettingName(const std::string& name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '_' || c == '.';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 // The words of an options string as the server splits it: on unescaped
 // white space, a backslash taking the next character literally.
@@ -132,10 +183,9 @@ std::string SqlLiteral(const std::string& value) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> OptionSettings(
-    const std::string& options, const char* operation) {
+SettingList OptionSettings(const std::string& options, const char* operation) {
   const std::vector<std::string> words = SplitOptions(options);
-  std::vector<std::pair<std::string, std::string>> settings;
+  SettingList settings;
   for (std::size_t i = 0; i < words.size(); ++i) {
     std::string setting;
     if (words[i] == "-c" && i + 1 < words.size()) {
@@ -150,7 +200,7 @@ std::vector<std::pair<std::string, std::string>> OptionSettings(
     for (char& c : name) {
       if (c == '-') c = '_';
     }
-    if (eq == std::string::npos || !ValidSettingName(name)) {
+    if (eq == std::string::npos || !IsSettingName(name)) {
       throw InvalidArgument(
           operation,
           "the connection's options (conninfo or PGOPTIONS) hold something "
@@ -162,14 +212,26 @@ std::vector<std::pair<std::string, std::string>> OptionSettings(
   return settings;
 }
 
-std::string LocalSettingsSql(const ConnParams& params, const char* operation,
-                             const Environment& env) {
-  const ConnParams all = ForConnection(params, env);
-  const auto it = all.find("options");
+std::string LocalSettingsSql(const ConnParams& params,
+                             const SessionSettings& settings,
+                             const char* operation, const Environment& env) {
+  SettingList all;
+  SettingList later(settings.begin(), settings.end());
+  for (SettingList pins = PinnedList(); auto& pin : pins) {
+    later.push_back(std::move(pin));
+  }
+  later.emplace_back("client_encoding", kClientEncoding);
+  // The caller's own ones first, unless set again below: the last one of a
+  // name wins, as in the startup options.
+  for (auto& setting : OptionSettings(CallerOptions(params, env), operation)) {
+    const bool again = std::any_of(
+        later.begin(), later.end(),
+        [&](const auto& l) { return SameName(l.first, setting.first); });
+    if (!again) all.push_back(std::move(setting));
+  }
+  all.insert(all.end(), later.begin(), later.end());
   std::string sql;
-  auto settings = OptionSettings(it == all.end() ? "" : it->second, operation);
-  settings.emplace_back("client_encoding", kClientEncoding);
-  for (const auto& [name, value] : settings) {
+  for (const auto& [name, value] : all) {
     sql += sql.empty() ? "SELECT " : ", ";
     sql += "pg_catalog.set_config(" + SqlLiteral(name) + ", " +
            SqlLiteral(value) + ", true)";

@@ -5,6 +5,7 @@
 // reads the process environment but Environment::OfProcess.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,19 +21,32 @@ using ConnParams = compaction::ConnParams;
 // InvalidArgument, without quoting it, when it does not parse.
 ConnParams ParseConninfo(const std::string& conninfo, const char* operation);
 
-// The startup options every connection we open gets: search_path pinned,
-// and READ COMMITTED for statements outside a transaction block (an
+// Server settings name -> value (ClientOptions::session_settings).
+using SessionSettings = std::map<std::string, std::string>;
+using SettingList = std::vector<std::pair<std::string, std::string>>;
+
+// The settings every connection we open gets after the caller's: search_path
+// pinned, and READ COMMITTED for statements outside a transaction block (an
 // autocommit Produce is one implicit transaction, ExecCommitted), whatever
-// default a role or database sets. Behind a transaction pooler they become
-// per-transaction settings (LocalSettingsSql), where the isolation one
-// changes nothing: the block there starts with its own isolation level.
-inline constexpr const char* kPinnedOptions =
-    "-c search_path=pg_catalog,pg_temp "
-    "-c default_transaction_isolation=read\\ committed";
+// default a role or database sets. Behind a transaction pooler they are set
+// per transaction (LocalSettingsSql), where the isolation one changes
+// nothing: the block there starts with its own isolation level.
+inline constexpr std::pair<const char*, const char*> kPinnedSettings[] = {
+    {"search_path", "pg_catalog,pg_temp"},
+    {"default_transaction_isolation", "read committed"},
+};
 
 // The client_encoding of every library connection but the NOTIFY
 // listener's (ForConnection sets it, LocalSettingsSql per transaction).
 inline constexpr const char* kClientEncoding = "UTF8";
+
+// Whether the library sets `name` itself (kPinnedSettings, client_encoding;
+// any letter case), so a session setting of that name would not hold.
+bool IsPinnedSetting(const std::string& name);
+
+// Whether `name` can be a setting name: letters, digits, '_' and '.'
+// (custom settings), as postgres takes it in `-c name=value`.
+bool IsSettingName(const std::string& name);
 
 // What libpq would take from the process environment that ForConnection
 // decides on: PGOPTIONS (used when the conninfo sets no options) and
@@ -44,28 +58,37 @@ struct Environment {
   static Environment OfProcess();
 };
 
-// `options` (a libpq startup options string) with the pins appended, so
-// they win over any search_path or isolation the caller set there.
-std::string PinnedOptions(std::string options);
+// The caller's own startup options: the conninfo's `options`, or
+// PGOPTIONS when it sets none (or an empty one).
+std::string CallerOptions(const ConnParams& params, const Environment& env);
 
-// `params` as every connection the library opens gets them: search_path
-// and isolation pinned (kPinnedOptions, appended to their or PGOPTIONS'
-// options), and connect_timeout 10 s, TCP keepalives and tcp_user_timeout
-// 30 s unless they set them.
-ConnParams ForConnection(ConnParams params,
+// `settings` as `-c name=value` words of a startup options string, white
+// space and backslashes in a value escaped with a backslash, as the server
+// splits the string. Names must pass IsSettingName and values hold no NUL
+// (CheckClientOptions).
+std::string RenderSettings(const SettingList& settings);
+
+// `params` as every connection the library opens gets them: the startup
+// options are the caller's (CallerOptions), then `settings`, then the pins
+// (later ones win, so `settings` override the caller's options of the same
+// name); connect_timeout 10 s, TCP keepalives and tcp_user_timeout 30 s
+// unless they set them.
+ConnParams ForConnection(ConnParams params, const SessionSettings& settings,
                          const Environment& env = Environment::OfProcess());
 
 // The `-c name=value` and `--name=value` settings of a libpq startup
 // `options` string, in order. Throws InvalidArgument (without quoting the
 // string) on anything else, e.g. another postgres switch.
-std::vector<std::pair<std::string, std::string>> OptionSettings(
-    const std::string& options, const char* operation);
+SettingList OptionSettings(const std::string& options, const char* operation);
 
-// One statement that applies the startup settings ForConnection(params)
-// would send (the search_path pin, the caller's -c settings) with
-// set_config(name, value, is_local => true): the same settings, for the
-// current transaction only. Throws InvalidArgument like OptionSettings.
-std::string LocalSettingsSql(const ConnParams& params, const char* operation,
+// One statement that applies what ForConnection(params, settings) would send
+// as startup options (the caller's -c settings, then `settings`, then the
+// pins) with set_config(name, value, is_local => true): the same settings,
+// for the current transaction only. A caller's setting that `settings` or a
+// pin sets again is left out. Throws InvalidArgument like OptionSettings.
+std::string LocalSettingsSql(const ConnParams& params,
+                             const SessionSettings& settings,
+                             const char* operation,
                              const Environment& env = Environment::OfProcess());
 
 // How a connection gets the settings of its startup `options`.

@@ -47,9 +47,13 @@ std::string Quote(Escape escape, pg_conn* conn, const std::string& text,
 
 }  // namespace
 
-std::string QuoteIdentifier(pg_conn* conn, const std::string& name,
-                            const char* operation) {
-  return Quote(&PQescapeIdentifier, conn, name, operation);
+std::string QuoteIdentifier(const std::string& name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + '"';
 }
 
 std::string QuoteLiteral(pg_conn* conn, const std::string& value,

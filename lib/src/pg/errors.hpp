@@ -20,10 +20,12 @@ bool IsConnectionGone(const pg_result* result);
 // libpq's error message of `conn` without the trailing newline.
 std::string TrimmedErrorMessage(pg_conn* conn);
 
-// A quoted identifier (e.g. "my schema") or literal; InvalidArgument naming
-// `operation` when libpq refuses (an invalid encoding).
-std::string QuoteIdentifier(pg_conn* conn, const std::string& name,
-                            const char* operation);
+// `name` as a quoted identifier (e.g. "my ""schema"""), as
+// PQescapeIdentifier quotes it on a UTF8 connection (every pooled one). The
+// caller has checked that it is valid UTF-8 without NUL.
+std::string QuoteIdentifier(const std::string& name);
+// A quoted literal; InvalidArgument naming `operation` when libpq refuses
+// (an invalid encoding).
 std::string QuoteLiteral(pg_conn* conn, const std::string& value,
                          const char* operation);
 

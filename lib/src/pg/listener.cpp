@@ -42,7 +42,7 @@ TopicEventListener::TopicEventListener(
     const std::map<std::string, std::string>& params, NoticeHandler notices)
     : impl_(std::make_unique<Impl>()) {
   impl_->notices = std::move(notices);
-  pg::ConnParams all = pg::ForConnection(params);
+  pg::ConnParams all = pg::ForConnection(params, {});
   // The database's own encoding: a NOTIFY payload the server cannot
   // convert to the client's (any byte goes into a SQL_ASCII database) ends
   // the session with a FATAL error, while the payload parser refuses

@@ -7,10 +7,12 @@
 
 namespace compaction::pg {
 
-Pool::Pool(ConnParams params, std::string application_name, int size,
+Pool::Pool(ConnParams params, SessionSettings settings,
+           std::string application_name, int size,
            std::chrono::milliseconds acquire_timeout, bool prepared_statements,
            const NoticeHandler* notices)
     : params_(std::move(params)),
+      settings_(std::move(settings)),
       application_name_(std::move(application_name)),
       size_(size),
       acquire_timeout_(acquire_timeout),
@@ -18,18 +20,7 @@ Pool::Pool(ConnParams params, std::string application_name, int size,
       notices_(notices),
       local_settings_(prepared_statements
                           ? std::string()
-                          : LocalSettingsSql(params_, "Connect")) {}
-
-void Pool::Adopt(ConnPtr conn) {
-  std::lock_guard lock(mutex_);
-  if (open_ >= size_) return;  // conn closes
-  RouteNotices(conn.get(), notices_);
-  ++open_;
-  idle_.push_back(std::make_unique<Connection>(
-      std::move(conn), prepared_statements_, local_settings_));
-  idle_.back()->set_idle_since(std::chrono::steady_clock::now());
-  available_.notify_one();
-}
+                          : LocalSettingsSql(params_, settings_, "Connect")) {}
 
 namespace {
 
@@ -100,7 +91,8 @@ Pool::Lease Pool::Acquire(const char* operation) {
     lock.unlock();
     try {
       auto conn = std::make_unique<Connection>(
-          Connect(params_, application_name_, operation, notices_, startup()),
+          Connect(params_, settings_, application_name_, operation, notices_,
+                  startup()),
           prepared_statements_, local_settings_);
       conn->set_last_user(self);
       lock.lock();

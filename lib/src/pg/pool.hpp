@@ -81,8 +81,12 @@ class Connection {
 
 class Pool {
  public:
-  // `notices` (RouteNotices) must outlive the pool.
-  Pool(ConnParams params, std::string application_name, int size,
+  // `notices` (RouteNotices) must outlive the pool. Without prepared
+  // statements, computes the per-transaction settings here (LocalSettingsSql):
+  // a conninfo `options` that cannot be applied so throws InvalidArgument
+  // before any connection opens.
+  Pool(ConnParams params, SessionSettings settings,
+       std::string application_name, int size,
        std::chrono::milliseconds acquire_timeout, bool prepared_statements,
        const NoticeHandler* notices = nullptr);
 
@@ -120,19 +124,12 @@ class Pool {
   // PoolTimeout when none frees up within the acquire timeout.
   Lease Acquire(const char* operation);
 
-  // Takes an already open connection into the pool as an idle one (the
-  // probe connection of Client::Connect, opened with startup()). Ignored
-  // when the pool is full.
-  void Adopt(ConnPtr conn);
-
   // Without prepared statements the pool serves transaction poolers: its
   // connections send no startup options and set them per transaction.
   StartupOptions startup() const {
     return prepared_statements_ ? StartupOptions::kSend
                                 : StartupOptions::kPerTransaction;
   }
-  // What each transaction runs first (empty when startup() is kSend).
-  const std::string& local_settings() const { return local_settings_; }
 
   int size() const { return size_; }
 
@@ -147,6 +144,7 @@ class Pool {
   bool MayOpen(std::chrono::steady_clock::time_point now) const;
 
   const ConnParams params_;
+  const SessionSettings settings_;
   const std::string application_name_;
   const int size_;
   const std::chrono::milliseconds acquire_timeout_;

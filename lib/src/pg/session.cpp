@@ -120,10 +120,10 @@ void RouteNotices(pg_conn* conn, const NoticeHandler* handler) {
                       const_cast<NoticeHandler*>(handler));
 }
 
-ConnPtr Connect(const ConnParams& params, const std::string& application_name,
-                const char* operation, const NoticeHandler* notices,
-                StartupOptions startup) {
-  ConnParams all = ForConnection(params);
+ConnPtr Connect(const ConnParams& params, const SessionSettings& settings,
+                const std::string& application_name, const char* operation,
+                const NoticeHandler* notices, StartupOptions startup) {
+  ConnParams all = ForConnection(params, settings);
   // A transaction pooler refuses the startup parameter, or accepts and
   // drops it; the caller applies the settings per transaction instead.
   if (startup == StartupOptions::kPerTransaction) all.erase("options");

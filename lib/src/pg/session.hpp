@@ -83,11 +83,13 @@ bool DefaultIsReadCommitted(pg_conn* conn);
 // idle. Reads what is pending without waiting.
 bool LooksAlive(pg_conn* conn);
 
-// Opens a connection with ForConnection(params) and `application_name`,
-// its notices routed to `notices` (RouteNotices), its startup options
-// handled as `startup` says. Throws ConnectionLost when it cannot.
-ConnPtr Connect(const ConnParams& params, const std::string& application_name,
-                const char* operation, const NoticeHandler* notices = nullptr,
+// Opens a connection with ForConnection(params, settings) and
+// `application_name`, its notices routed to `notices` (RouteNotices), its
+// startup options handled as `startup` says. Throws ConnectionLost when it
+// cannot.
+ConnPtr Connect(const ConnParams& params, const SessionSettings& settings,
+                const std::string& application_name, const char* operation,
+                const NoticeHandler* notices = nullptr,
                 StartupOptions startup = StartupOptions::kSend);
 
 // Sends the notices and warnings `conn` receives to `*handler` (dropped when

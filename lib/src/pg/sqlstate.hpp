@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "compaction/errors.hpp"
+
 namespace compaction::pg {
 
 inline constexpr std::string_view kUniqueViolation = "23505";
@@ -18,7 +20,8 @@ inline constexpr std::string_view kLockNotAvailable = "55P03";
 // database encoding cannot hold (or jsonb's \u0000).
 inline constexpr std::string_view kUntranslatable = "22P05";
 inline constexpr std::string_view kNotInRepertoire = "22021";
-inline constexpr std::string_view kInsufficientPrivilege = "42501";
+// Public (compaction/errors.hpp): callers compare with it too.
+using compaction::kInsufficientPrivilege;
 inline constexpr std::string_view kInvalidParameterValue = "22023";
 inline constexpr std::string_view kInFailedTransaction = "25P02";
 // A retried transaction may succeed.

@@ -1,6 +1,7 @@
-// Compaction-head reads: the lock loop (doc/architecture.md), plain reads,
-// listing and key history.
-#include "heads.hpp"
+// LockCompactionHead's lock loop (doc/architecture.md; test/pg/lock_test.cpp),
+// and the plain head reads beside it: ReadHead, ListHeads and the key
+// history (test/pg/semantics_test.cpp, topics_test.cpp).
+#include "lock.hpp"
 
 #include <chrono>
 #include <optional>
