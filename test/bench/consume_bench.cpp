@@ -664,7 +664,7 @@ class Bench {
         for (int leg = 0; leg < 2; ++leg) {
           const int v = (leg + r) % 2;
           if (v == 0) {
-            rate[0] = ProduceRate("with_cols");
+            rate[0] = ProduceRate("with_cols").per_s;
             continue;
           }
           std::atomic<bool> stop{false};
@@ -680,7 +680,7 @@ class Bench {
           double before = 0;
           for (int pid : pids) before += BackendCpu(pid);
           const auto t0 = Clock::now();
-          rate[1] = ProduceRate("with_cols");
+          rate[1] = ProduceRate("with_cols").per_s;
           for (int pid : pids) cpu += BackendCpu(pid);
           cpu -= before;
           cpu_s += Ms(Clock::now() - t0) / 1000;
