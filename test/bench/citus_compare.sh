@@ -10,6 +10,10 @@
 #
 #   COMPACTIOND=/path/to/compactiond test/bench/citus_compare.sh [ROUNDS] [SECONDS]
 #
+# WORKLOADS (default "inc produce") may add "batch": produce_batch_<id> of
+# 100 compacted messages over consecutive keys (on Citus: both workers, a
+# two-phase commit), the function ProduceBatch calls.
+#
 # Needs citus.so (exit 77 without it, like the `citus` tests) and a built
 # compactiond (for `schema install` and `topic register`).
 set -euo pipefail
@@ -42,6 +46,10 @@ prepare() {
     "$daemon" schema install >/dev/null
     "$daemon" topic register bench --partitions 4 >/dev/null
     id=$("$PG_BIN/psql" -qAtX -c "SELECT id FROM compaction.topic WHERE name = 'bench'")
+    cat >"$work/${name}_batch.sql" <<SQL
+\\set k random(1, :nkeys)
+SELECT count(*) FROM compaction.produce_batch_$id(ARRAY(SELECT (:k + i)::text FROM pg_catalog.generate_series(0, 99) i), pg_catalog.array_fill(1, ARRAY[100]), pg_catalog.array_fill(0::bigint, ARRAY[100]), pg_catalog.array_fill('{"value": 1}'::jsonb, ARRAY[100]));
+SQL
     for w in inc produce; do
       sed -e "s/{schema}/compaction/g" -e "s/{lock}/compaction.lock_$id/g" \
         -e "s/{produce}/compaction.produce_$id/g" \
@@ -98,10 +106,11 @@ echo "rounds: $rounds, $secs s per cell, 1 client, -M prepared, $nkeys keys"
 # A short warm-up of each cell (first heads, plan caches, Citus connections).
 secs_saved=$secs
 secs=3
-for w in inc produce; do cell "$w" single >/dev/null; cell "$w" citus >/dev/null; done
+workloads=${WORKLOADS:-inc produce}
+for w in $workloads; do cell "$w" single >/dev/null; cell "$w" citus >/dev/null; done
 secs=$secs_saved
 for r in $(seq 1 "$rounds"); do
-  for w in inc produce; do
+  for w in $workloads; do
     if (( r % 2 )); then order=(single citus); else order=(citus single); fi
     for t in "${order[@]}"; do echo "round $r: $(cell "$w" "$t")"; done
   done
