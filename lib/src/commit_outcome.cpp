@@ -77,6 +77,26 @@ bool BackendGone(pg_conn* conn, int pid, Clock::time_point deadline) {
   }
 }
 
+// On Citus, whether the coordinator recorded a two-phase commit of backend
+// `pid` (pg_dist_transaction, readable by every role; the gid reads
+// citus_<group>_<pid>_<number>_<connection>). Such a transaction committed
+// on the coordinator, but a worker may still hold its part prepared and
+// invisible until Citus's recovery commits it. A row goes only once its
+// worker holds no such prepared transaction, so a row absent before the
+// look means the look sees everything that committed. A row of an earlier
+// transaction of the same pid also counts: the answer is then unknown,
+// never wrong.
+bool TwoPhaseRecorded(pg_conn* conn, int pid) {
+  pg::Params params;
+  params.Add(std::to_string(pid));
+  pg::Result r = pg::Exec(
+      pg::Session{conn, nullptr}, "commit check",
+      "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_transaction WHERE "
+      "pg_catalog.split_part(gid, '_', 3) = $1)",
+      params);
+  return pg::Bool(r, 0, 0);
+}
+
 struct Look {
   bool present = false;
   // The topic still exists and is young enough that the cleaner cannot
@@ -130,8 +150,16 @@ Verdict Resolve(ClientCore& core, const pg::ServerIdentity* old,
   if (!BackendGone(conn.get(), old->backend_pid, deadline)) {
     return {Finding::kUnknown, "the old backend was still running"};
   }
+  const bool prepared =
+      core.citus() && TwoPhaseRecorded(conn.get(), old->backend_pid);
   const Look look = LookFor(core, conn.get(), effect);
   if (look.present) return {Finding::kCommitted, ""};
+  if (prepared) {
+    return {Finding::kUnknown,
+            "Citus recorded a two-phase commit of the old backend "
+            "(pg_dist_transaction): a worker may still hold its part "
+            "prepared until recovery commits it"};
+  }
   if (!look.absence_counts) {
     return {Finding::kUnknown,
             "the topic is gone or its retention may have removed the "
