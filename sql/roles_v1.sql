@@ -94,6 +94,12 @@ BEGIN
     'schema_version, payload, partition) ON ', v_message, ' TO {app_role}');
   EXECUTE pg_catalog.concat('GRANT SELECT ON SEQUENCE ',
     pg_catalog.pg_get_serial_sequence(v_message, 'id'), ' TO {app_role}');
+  -- The partition CHECK calls in_partition_<id> as the inserting role:
+  -- granted, not left to PUBLIC's default (a database may revoke that).
+  EXECUTE pg_catalog.concat('GRANT EXECUTE ON FUNCTION ',
+    pg_catalog.format('%I.%I', {schema_name}::text,
+                      pg_catalog.concat('in_partition_', p_topic_id)),
+    '(text, integer) TO {app_role}');
   -- Heads: the lock inserts headless rows (the rest are defaults) and
   -- refreshes them; FOR UPDATE needs UPDATE on some column, and these are
   -- the two the refresh writes (a trigger keeps them the server's time,
@@ -108,7 +114,7 @@ BEGIN
     pg_catalog.format('%I.%I', {schema_name}::text,
                       pg_catalog.concat('lock_', p_topic_id)),
     '(text, boolean) TO {app_role}');
-  -- A batch of produces (Producer::ProduceBatch): produce_<id> per element.
+  -- A batch of produces (Producer::ProduceBatch).
   EXECUTE pg_catalog.concat('GRANT EXECUTE ON FUNCTION ',
     pg_catalog.format('%I.%I', {schema_name}::text,
                       pg_catalog.concat('produce_batch_', p_topic_id)),

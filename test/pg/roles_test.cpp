@@ -320,3 +320,19 @@ TEST_CASE("roles: the app role's plain produces name or default a partition") {
                     "VALUES ('x', 1, '{}', " +
                     std::to_string((right + 1) % 3) + ")") == "23514");
 }
+
+TEST_CASE("roles: plain produces need no PUBLIC execute on the CHECK") {
+  RoleFixture f;
+  auto app = f.ClientAs("app");
+  auto topic = app.Topic<Counter>("hardened");
+  topic.Register();
+  // A hardened database: functions are not executable by PUBLIC.
+  f.db.raw().Query("REVOKE EXECUTE ON FUNCTION " + f.db.QuotedSchema() +
+                   ".in_partition_" + std::to_string(f.db.TopicId("hardened")) +
+                   "(text, integer) FROM PUBLIC");
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1});
+  producer.Produce(Counter{2}, compaction::ProduceOptions{"k", std::nullopt});
+  CHECK(f.db.raw().Int("SELECT count(*) FROM " +
+                       f.db.MessageTable("hardened")) == 2);
+}
