@@ -112,6 +112,16 @@ TEST_CASE(
   CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
   CHECK(Count(issued, "SELECT") == 1);  // routed to the key's shard alone
 
+  // The key's messages, tombstones skipped or shown: its shard alone too.
+  CHECK(key.Messages(10).size() == 5);
+  CHECK(client.Topic<compaction::RawMessage>("one-key")
+            .Key("k")
+            .Messages(10)
+            .size() == 5);
+  issued = remote.Take();
+  INFO(Join(issued));
+  CHECK(Count(issued, "SELECT") == 2);
+
   // The listing joins heads and messages on every shard.
   for (int i = 0; i < 12; ++i) {
     topic.Key("other-" + std::to_string(i)).Update([](const auto&) {
