@@ -401,7 +401,14 @@ TEST_CASE(
   options.application_name = "prepared_commit";
   options.commit_check_timeout = std::chrono::seconds(3);
   options.pool_size = 1;
-  compaction::Client client = compaction::Client::Connect("", options);
+  RemoteCommands remote;
+  options.notice_handler = remote.Handler();
+  // Options in the conninfo replace PGOPTIONS: synchronous_commit again.
+  compaction::Client client = compaction::Client::Connect(
+      testing::ClientConninfo("options='-c citus.log_remote_commands=on "
+                              "-c client_min_messages=notice "
+                              "-c synchronous_commit=on'"),
+      options);
   setenv("PGOPTIONS", saved.c_str(), 1);
   auto producer = client.Topic<Counter>("prepared").RegisterProducer();
   std::vector<compaction::Outgoing<Counter>> batch;
@@ -429,6 +436,7 @@ TEST_CASE(
     if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   REQUIRE(waiting);
+  remote.Take();  // the batch's own commands, all sent by now
   const std::string pid = *db.raw().Value(
       "SELECT pid FROM pg_catalog.pg_stat_activity WHERE application_name = "
       "'prepared_commit'");
@@ -452,10 +460,15 @@ TEST_CASE(
                      "application_name = 'prepared_commit' AND state = "
                      "'active'") == 1);
   const std::string outcome = produced.get();
+  // The commit check looks for the batch's message twice (before and after
+  // the old backend is gone), each time on its key's shard alone.
+  const std::vector<std::string> looks = remote.Take();
   db.raw().Query("ALTER SYSTEM RESET synchronous_standby_names");
   db.raw().Query("SELECT pg_catalog.pg_reload_conf()");
   // Absent, yet committed: Citus's recovery commits the prepared parts.
   CHECK(outcome == "unknown");
+  INFO(Join(looks));
+  CHECK(Count(looks, ".message_") == 2);
   CHECK(db.raw().Int("SELECT count(*) FROM " + message) == 0);
   db.raw().Query("SELECT pg_catalog.recover_prepared_transactions()");
   CHECK(db.raw().Int("SELECT count(*) FROM " + message) == 16);
