@@ -211,6 +211,10 @@ TEST_CASE(
   REQUIRE(head);
   CHECK(head->message.value == 3);
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("plain")) == 5);
+  // The keyless message took the column default, its id modulo the
+  // partitions: where the commit check looks for an unkeyed message.
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("plain") +
+                     " WHERE message_key IS NULL AND partition = id % 4") == 1);
 
   // The control: a batch over keys on both workers is a two-phase commit.
   batch.clear();
