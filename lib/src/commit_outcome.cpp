@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "compaction/errors.hpp"
@@ -104,7 +106,32 @@ struct Look {
   bool absence_counts = false;
 };
 
+// On Citus, the message's partition ($1 its id, $2 its key), so that the
+// look is routed to its shard alone: the key's hash (sql/citus_topic_v1.sql)
+// or, unkeyed, the id's (the column default of sql/topic_v1.sql: the id it
+// drew modulo the partitions). The partition count never changes. Empty
+// when the topic is gone.
+std::optional<std::string> MessageShard(ClientCore& core, pg_conn* conn,
+                                        const WrittenMessage& m) {
+  if (!core.citus()) return "";
+  pg::Params params;
+  params.Add(m.topic_id);
+  pg::Result r = pg::Exec(
+      pg::Session{conn, nullptr}, "commit check",
+      "SELECT t.partitions FROM " + core.schema() + ".topic t WHERE t.id = $1",
+      params);
+  if (r.rows() == 0) return std::nullopt;
+  const std::string n = std::to_string(pg::Int64(r, 0, 0)) + "::bigint";
+  if (!m.key) return " AND m.partition = ($1::bigint % " + n + ")::integer";
+  return " AND m.partition = ((pg_catalog.hashtextextended($2::text, "
+         "0::bigint) % " +
+         n + " + " + n + ") % " + n + ")::integer";
+}
+
 Look LookFor(ClientCore& core, pg_conn* conn, const WrittenMessage& m) {
+  const std::optional<std::string> shard = MessageShard(core, conn, m);
+  // The topic is gone: so is its message table, and nothing can be told.
+  if (!shard) return Look{};
   pg::Params params;
   params.Add(m.id).Add(m.key).Add(m.created_at_us).Add(m.topic_id);
   pg::Result r = pg::Exec(
@@ -112,8 +139,8 @@ Look LookFor(ClientCore& core, pg_conn* conn, const WrittenMessage& m) {
       "SELECT EXISTS (SELECT 1 FROM " + core.MessageTable(m.topic_id) +
           " m WHERE m.id = $1 AND m.message_key IS NOT DISTINCT FROM $2 "
           "AND " +
-          Micros("m.created_at") +
-          " = $3::bigint), "
+          Micros("m.created_at") + " = $3::bigint" + *shard +
+          "), "
           "(SELECT LEAST(t.retention_ms, "
           "t.tombstone_retention_ms) FROM " +
           core.schema() + ".topic t WHERE t.id = $4), " +

@@ -28,11 +28,14 @@ std::string HeadJoin(const ClientCore& core) {
 }
 
 // On Citus, the partition of key $1 (the hash sql/citus_topic_v1.sql
-// checks), so that a one-key read is routed to that key's shard alone.
-std::string KeyShard(const ClientCore& core, const TopicInfo& t) {
+// checks) on table `alias`, so that a one-key read is routed to that key's
+// shard alone.
+std::string KeyShard(const ClientCore& core, const TopicInfo& t,
+                     const char* alias = "h") {
   if (!core.citus()) return "";
   const std::string n = std::to_string(t.partitions) + "::bigint";
-  return " AND h.partition = ((pg_catalog.hashtextextended($1::text, "
+  return std::string(" AND ") + alias +
+         ".partition = ((pg_catalog.hashtextextended($1::text, "
          "0::bigint) % " +
          n + " + " + n + ") % " + n + ")::integer";
 }
@@ -259,7 +262,8 @@ std::vector<RawStored> KeyMessages(ClientCore& core, const std::string& topic,
     pg::Result r =
         pg::Exec(s, kOp,
                  "SELECT " + std::string(kMessageColumns) + " FROM " +
-                     core.MessageTable(t.id) + " m WHERE m.message_key = $1 " +
+                     core.MessageTable(t.id) + " m WHERE m.message_key = $1" +
+                     KeyShard(core, t, "m") + " " +
                      (with_tombstones ? "" : "AND m.payload IS NOT NULL ") +
                      "ORDER BY m.id DESC LIMIT $2",
                  pg::Params().Add(key).Add(limit));

@@ -112,6 +112,16 @@ TEST_CASE(
   CHECK(Count(issued, "PREPARE TRANSACTION") == 0);
   CHECK(Count(issued, "SELECT") == 1);  // routed to the key's shard alone
 
+  // The key's messages, tombstones skipped or shown: its shard alone too.
+  CHECK(key.Messages(10).size() == 5);
+  CHECK(client.Topic<compaction::RawMessage>("one-key")
+            .Key("k")
+            .Messages(10)
+            .size() == 5);
+  issued = remote.Take();
+  INFO(Join(issued));
+  CHECK(Count(issued, "SELECT") == 2);
+
   // The listing joins heads and messages on every shard.
   for (int i = 0; i < 12; ++i) {
     topic.Key("other-" + std::to_string(i)).Update([](const auto&) {
@@ -201,6 +211,10 @@ TEST_CASE(
   REQUIRE(head);
   CHECK(head->message.value == 3);
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("plain")) == 5);
+  // The keyless message took the column default, its id modulo the
+  // partitions: where the commit check looks for an unkeyed message.
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("plain") +
+                     " WHERE message_key IS NULL AND partition = id % 4") == 1);
 
   // The control: a batch over keys on both workers is a two-phase commit.
   batch.clear();
@@ -391,7 +405,14 @@ TEST_CASE(
   options.application_name = "prepared_commit";
   options.commit_check_timeout = std::chrono::seconds(3);
   options.pool_size = 1;
-  compaction::Client client = compaction::Client::Connect("", options);
+  RemoteCommands remote;
+  options.notice_handler = remote.Handler();
+  // Options in the conninfo replace PGOPTIONS: synchronous_commit again.
+  compaction::Client client = compaction::Client::Connect(
+      testing::ClientConninfo("options='-c citus.log_remote_commands=on "
+                              "-c client_min_messages=notice "
+                              "-c synchronous_commit=on'"),
+      options);
   setenv("PGOPTIONS", saved.c_str(), 1);
   auto producer = client.Topic<Counter>("prepared").RegisterProducer();
   std::vector<compaction::Outgoing<Counter>> batch;
@@ -419,6 +440,7 @@ TEST_CASE(
     if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   REQUIRE(waiting);
+  remote.Take();  // the batch's own commands, all sent by now
   const std::string pid = *db.raw().Value(
       "SELECT pid FROM pg_catalog.pg_stat_activity WHERE application_name = "
       "'prepared_commit'");
@@ -442,10 +464,15 @@ TEST_CASE(
                      "application_name = 'prepared_commit' AND state = "
                      "'active'") == 1);
   const std::string outcome = produced.get();
+  // The commit check looks for the batch's message twice (before and after
+  // the old backend is gone), each time on its key's shard alone.
+  const std::vector<std::string> looks = remote.Take();
   db.raw().Query("ALTER SYSTEM RESET synchronous_standby_names");
   db.raw().Query("SELECT pg_catalog.pg_reload_conf()");
   // Absent, yet committed: Citus's recovery commits the prepared parts.
   CHECK(outcome == "unknown");
+  INFO(Join(looks));
+  CHECK(Count(looks, ".message_") == 2);
   CHECK(db.raw().Int("SELECT count(*) FROM " + message) == 0);
   db.raw().Query("SELECT pg_catalog.recover_prepared_transactions()");
   CHECK(db.raw().Int("SELECT count(*) FROM " + message) == 16);
