@@ -5,13 +5,12 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <compaction/tail.hpp>
-#include <cstdio>
-#include <cstdlib>
 #include <future>
 #include <thread>
 
 #include "consumer_support.hpp"
 #include "live_db.hpp"
+#include "round_trips.hpp"
 
 using compaction::ConsumerOptions;
 using compaction::Tx;
@@ -19,6 +18,7 @@ using testing::ConsumeAll;
 using testing::Counter;
 using testing::LiveDb;
 using testing::RawConn;
+using testing::RoundTrips;
 using namespace std::chrono_literals;
 
 namespace {
@@ -99,33 +99,6 @@ TEST_CASE("an idle Wait looks at every partition only now and then") {
   CHECK(waiter.get());
   CHECK(ConsumeAll(db.client(), consumer).size() == 1);
 }
-
-namespace {
-
-// Round trips `body` makes on `conn`: the ReadyForQuery messages the
-// server sends, one per simple query or per pipeline/extended-protocol
-// sync, traced by libpq itself (as test/pg/lock_test.cpp counts them).
-template <class F>
-int RoundTrips(PGconn* conn, F&& body) {
-  char* buffer = nullptr;
-  std::size_t size = 0;
-  FILE* trace = open_memstream(&buffer, &size);
-  PQtrace(conn, trace);
-  PQsetTraceFlags(conn, PQTRACE_SUPPRESS_TIMESTAMPS);
-  body();
-  PQuntrace(conn);
-  std::fclose(trace);
-  const std::string text(buffer, size);
-  std::free(buffer);
-  int count = 0;
-  for (std::size_t at = text.find("\tReadyForQuery"); at != std::string::npos;
-       at = text.find("\tReadyForQuery", at + 1)) {
-    ++count;
-  }
-  return count;
-}
-
-}  // namespace
 
 // Counted in an owned transaction: BEGIN and COMMIT are one each.
 TEST_CASE("a Poll transaction's round trips") {

@@ -2,12 +2,11 @@
 // Each race forces its ordering by watching pg_stat_activity for the
 // waiting backend, never by sleeping.
 #include <catch2/catch.hpp>
-#include <cstdio>
-#include <cstdlib>
 #include <future>
 #include <thread>
 
 #include "live_db.hpp"
+#include "round_trips.hpp"
 
 using compaction::CompactionOptions;
 using compaction::ProduceOptions;
@@ -16,6 +15,7 @@ using testing::Compacted;
 using testing::Counter;
 using testing::Increment;
 using testing::LiveDb;
+using testing::RoundTrips;
 
 TEST_CASE("two first updates of an absent key compose") {
   LiveDb db;
@@ -220,33 +220,6 @@ TEST_CASE("locking a materialized head does not touch its row") {
   // No new row version either (0660's upsert writes one per lock).
   CHECK(db.raw().Value("SELECT xmin::text FROM " + table) == version);
 }
-
-namespace {
-
-// Round trips `body` makes on `conn`: the ReadyForQuery messages the
-// server sends, one per simple query or per pipeline/extended-protocol
-// sync, traced by libpq itself.
-template <class F>
-int RoundTrips(PGconn* conn, F&& body) {
-  char* buffer = nullptr;
-  std::size_t size = 0;
-  FILE* trace = open_memstream(&buffer, &size);
-  PQtrace(conn, trace);
-  PQsetTraceFlags(conn, PQTRACE_SUPPRESS_TIMESTAMPS);
-  body();
-  PQuntrace(conn);
-  std::fclose(trace);
-  const std::string text(buffer, size);
-  std::free(buffer);
-  int count = 0;
-  for (std::size_t at = text.find("\tReadyForQuery"); at != std::string::npos;
-       at = text.find("\tReadyForQuery", at + 1)) {
-    ++count;
-  }
-  return count;
-}
-
-}  // namespace
 
 TEST_CASE("LockCompactionHead takes one round trip in every state of the key") {
   LiveDb db;
