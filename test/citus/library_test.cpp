@@ -16,43 +16,15 @@
 #include <vector>
 
 #include "live_db.hpp"
+#include "remote_commands.hpp"
 
+using testing::Count;
 using testing::Counter;
+using testing::Join;
 using testing::LiveDb;
+using testing::RemoteCommands;
 
 namespace {
-
-// The commands the coordinator sent to the workers, from the NOTICEs
-// citus.log_remote_commands raises on the library's own connections.
-struct RemoteCommands {
-  std::mutex mutex;
-  std::vector<std::string> issued;
-  compaction::NoticeHandler Handler() {
-    return [this](const compaction::Notice& n) {
-      if (n.message.rfind("issuing ", 0) != 0) return;
-      std::lock_guard lock(mutex);
-      issued.push_back(n.message);
-    };
-  }
-  std::vector<std::string> Take() {
-    std::lock_guard lock(mutex);
-    return std::exchange(issued, {});
-  }
-};
-
-std::string Join(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& line : lines) out += line.substr(0, 200) + "\n";
-  return out;
-}
-
-int Count(const std::vector<std::string>& lines, const std::string& text) {
-  int n = 0;
-  for (const std::string& line : lines) {
-    if (line.find(text) != std::string::npos) ++n;
-  }
-  return n;
-}
 
 // A client whose connections log what the coordinator sends the workers.
 compaction::Client LoggingClient(LiveDb& db, RemoteCommands& remote) {

@@ -12,30 +12,16 @@
 #include <vector>
 
 #include "live_db.hpp"
+#include "remote_commands.hpp"
 
+using testing::Count;
 using testing::Counter;
+using testing::Join;
 using testing::LiveDb;
 using testing::RawConn;
+using testing::RemoteCommands;
 
 namespace {
-
-// The commands the coordinator sent to the workers, from the NOTICEs
-// citus.log_remote_commands raises on the library's own connections.
-struct RemoteCommands {
-  std::mutex mutex;
-  std::vector<std::string> issued;
-  compaction::NoticeHandler Handler() {
-    return [this](const compaction::Notice& n) {
-      if (n.message.rfind("issuing ", 0) != 0) return;
-      std::lock_guard lock(mutex);
-      issued.push_back(n.message);
-    };
-  }
-  std::vector<std::string> Take() {
-    std::lock_guard lock(mutex);
-    return std::exchange(issued, {});
-  }
-};
 
 // Collects what citus.log_remote_commands reports on a RawConn.
 void Collect(void* lines, const char* message) {
@@ -45,20 +31,6 @@ void LogRemoteCommands(RawConn& conn, std::vector<std::string>* lines) {
   PQsetNoticeProcessor(conn.get(), Collect, lines);
   conn.Query("SET client_min_messages = notice");
   conn.Query("SET citus.log_remote_commands = on");
-}
-
-std::string Join(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const std::string& line : lines) out += line.substr(0, 300) + "\n";
-  return out;
-}
-
-int Count(const std::vector<std::string>& lines, const std::string& text) {
-  int n = 0;
-  for (const std::string& line : lines) {
-    if (line.find(text) != std::string::npos) ++n;
-  }
-  return n;
 }
 
 // What pg_dist_partition says of a table of the test's schema: its method
