@@ -407,3 +407,18 @@ TEST_CASE(
                     compaction::TopicNotFound);
   });
 }
+
+TEST_CASE("a one-partition topic's CHECK still refuses any partition but 0") {
+  LiveDb db;
+  db.client().Topic<Counter>("one").Register();
+  const std::string insert =
+      "INSERT INTO " + db.MessageTable("one") +
+      " (message_key, schema_version, payload, partition) VALUES ";
+  CHECK(db.raw().TryExec(insert + "('x', 1, '{}', 0)") == "");
+  CHECK(db.raw().TryExec(insert + "(NULL, 1, '{}', 0)") == "");
+  for (const char* bad : {"('x', 1, '{}', 1)", "('x', 1, '{}', -1)",
+                          "(NULL, 1, '{}', 1)", "(NULL, 1, '{}', -1)"}) {
+    INFO(bad);
+    CHECK(db.raw().TryExec(insert + bad) == "23514");
+  }
+}
