@@ -338,7 +338,8 @@ BEGIN
     SELECT b.k
     FROM ROWS FROM (pg_catalog.unnest(p_keys), pg_catalog.unnest(p_ranks))
       AS b(k, r)
-    WHERE b.r IS NOT NULL GROUP BY b.k HAVING pg_catalog.count(*) > 1);
+    WHERE b.r IS NOT NULL AND b.k IS NOT NULL
+    GROUP BY b.k HAVING pg_catalog.count(*) > 1);
   IF pg_catalog.cardinality(v_repeated) > 0 THEN
     v_ids := ARRAY(
       SELECT pg_catalog.nextval(
@@ -381,9 +382,12 @@ BEGIN
     FROM (SELECT m.message_key, m.id, m.schema_version, m.compaction_rank,
                  NULL::timestamptz
           FROM m
+          -- A NULL key goes on to fail the head's NOT NULL, as in
+          -- produce_{id}.
           WHERE m.compaction_rank IS NOT NULL
-            AND m.message_key NOT IN (
-                  SELECT r.k FROM pg_catalog.unnest(v_repeated) AS r(k))
+            AND (m.message_key IS NULL
+                 OR m.message_key NOT IN (
+                      SELECT r.k FROM pg_catalog.unnest(v_repeated) AS r(k)))
           UNION ALL
           SELECT r.k, NULL, NULL, NULL, statement_timestamp()
           FROM pg_catalog.unnest(v_repeated) AS r(k)) AS w(k, id, sv, r, idle)
@@ -400,7 +404,7 @@ BEGIN
     RETURNING h.head_id)
   SELECT m.id, m.created_at, h.head_id IS NOT NULL
   FROM m LEFT JOIN h ON h.head_id = m.id
-  WHERE m.compaction_rank IS NULL
+  WHERE m.compaction_rank IS NULL OR m.message_key IS NULL
      OR m.message_key NOT IN (
           SELECT r.k FROM pg_catalog.unnest(v_repeated) AS r(k));
   IF v_ids IS NULL THEN

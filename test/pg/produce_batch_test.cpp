@@ -422,3 +422,21 @@ TEST_CASE("a one-partition topic's CHECK still refuses any partition but 0") {
     CHECK(db.raw().TryExec(insert + bad) == "23514");
   }
 }
+
+TEST_CASE("a direct batch call with a compacted message and no key fails") {
+  LiveDb db;
+  db.client().Topic<Counter>("nokey").Register();
+  const std::string function = db.QuotedSchema() + ".produce_batch_" +
+                               std::to_string(db.TopicId("nokey"));
+  // As produce_<id> does: the head row cannot have a NULL key. Alone and
+  // next to a key named twice (the function's two paths).
+  for (const char* call :
+       {"('{NULL,a}', '{1,1}', '{0,0}', '{\"{}\",\"{}\"}')",
+        "('{NULL,a,a}', '{1,1,1}', '{0,0,0}', '{\"{}\",\"{}\",\"{}\"}')",
+        "('{NULL,NULL}', '{1,1}', '{0,0}', '{\"{}\",\"{}\"}')"}) {
+    INFO(call);
+    CHECK(db.raw().TryExec("SELECT * FROM " + function + call) == "23502");
+  }
+  CHECK(Count(db, db.MessageTable("nokey")) == 0);
+  CHECK(Count(db, db.HeadTable("nokey")) == 0);
+}
