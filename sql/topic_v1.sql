@@ -297,8 +297,8 @@ REVOKE ALL ON FUNCTION {schema}.lock_{id}(text, boolean) FROM PUBLIC;
 -- once, under its lock. A key the batch names once takes its message as
 -- the head by produce_{id}'s rule ((schema_version, rank, id) greater, or
 -- no head), and the row the upsert returns is that message's "advanced".
--- A key named more than once (two of 100 messages over 10,000 keys in a
--- third of batches) needs, for each of its messages, the head it had,
+-- A key named more than once (two of 100 messages over 10,000 keys in
+-- about 40 % of batches) needs, for each of its messages, the head it had,
 -- which an upsert cannot return: its row is only locked there (or
 -- inserted headless), and a second statement, which sees the locked row as
 -- it is, applies the rule message by message.
