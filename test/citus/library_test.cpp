@@ -4,6 +4,7 @@
 // citus.log_remote_commands), and the plain and batch produce name the
 // partition so Citus can route them.
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
@@ -533,4 +534,51 @@ TEST_CASE(
     }
     CHECK(states("batched") == states("single"));
   }
+}
+
+TEST_CASE("concurrent batches over overlapping keys on Citus never deadlock") {
+  LiveDb db;
+  db.client().Topic<Counter>("overlap").Register(FourShards());
+  constexpr int kThreads = 4;
+  auto client = db.NewClient(kThreads);
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> batches{0}, errors{0};
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto producer = client.Topic<Counter>("overlap").RegisterProducer();
+      std::mt19937_64 rng(Catch::rngSeed() + t);
+      std::vector<std::string> keys;
+      for (int k = 0; k < 40; ++k) keys.push_back("k" + std::to_string(k));
+      for (int n = 0; !stop; ++n) {
+        std::shuffle(keys.begin(), keys.end(), rng);
+        // Every other batch names some of its keys twice.
+        const int distinct = n % 2 == 0 ? 24 : 16;
+        std::vector<compaction::Outgoing<Counter>> batch;
+        for (int i = 0; i < 24; ++i) {
+          batch.push_back(
+              {Counter{i}, testing::Compacted(keys[i % distinct], i % 3)});
+        }
+        try {
+          producer.ProduceBatch(batch);
+          ++batches;
+        } catch (const std::exception& e) {
+          ++errors;
+          failures[t] = e.what();
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(6));
+  stop = true;
+  for (auto& th : threads) th.join();
+  for (const auto& f : failures) CHECK(f == "");
+  CHECK(errors == 0);
+  CHECK(batches > 8);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("overlap") +
+                     " h LEFT JOIN " + db.MessageTable("overlap") +
+                     " m ON m.id = h.head_id AND m.partition = h.partition "
+                     "AND m.message_key = h.message_key WHERE m.id IS NULL") ==
+        0);
 }
