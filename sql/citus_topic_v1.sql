@@ -186,12 +186,24 @@ BEGIN
 END
 $produce_plain$;
 
--- produce_batch_{id} of sql/topic_v1.sql with its first step, which takes
--- the head rows of the batch's compacted keys in key order, as one routed
--- upsert per key (the single-node INSERT .. SELECT names no partition, and
--- Citus needs one for each row). The rest is the same: plain inserts and
--- produce_{id}, each routed to its row's shard, so a batch over one key
--- commits on one worker with a plain commit.
+-- produce_batch_{id} of sql/topic_v1.sql in statements Citus routes to one
+-- shard each: the single-node statement is an INSERT .. SELECT with
+-- data-modifying CTEs, which Citus runs through the coordinator. The ids
+-- are drawn first, in input order (an unkeyed message's partition follows
+-- its id, as the column default does), then per partition of the batch,
+-- in ascending order: one multi-row INSERT of its messages and one
+-- multi-row upsert of its keys' head rows in key order (byte order), each
+-- with the partition a literal. So heads are taken in (partition, key)
+-- order, the same for every batch: concurrent batches over overlapping
+-- keys queue instead of deadlocking. As on one node, a key the batch names
+-- once takes its message as the head in the upsert; a key named more than
+-- once is only locked there (or inserted headless) and its messages then
+-- apply the winner rule one by one against the locked row. Values reach
+-- the statements as literals (format's %L; keys and payloads are data, the
+-- identifiers are numeric ids). A batch over one key's partition touches
+-- one worker and commits without two-phase commit. now() is refused in DO
+-- UPDATE SET (only IMMUTABLE functions), so the head takes the proposed
+-- row's default, the same statement_timestamp().
 CREATE OR REPLACE FUNCTION {schema}.produce_batch_{id}(
     p_keys text[], p_schema_versions integer[], p_ranks bigint[],
     p_payloads jsonb[])
@@ -201,53 +213,160 @@ CREATE OR REPLACE FUNCTION {schema}.produce_batch_{id}(
   SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
 AS $produce_batch$
+#variable_conflict use_column
 DECLARE
-  v record;
-  v_key text;
+  v_n CONSTANT integer := pg_catalog.cardinality(p_keys);
+  v_ids bigint[];
+  v_parts integer[];
+  v_repeated text[];
+  v_advanced boolean[];
+  v_created timestamptz[];
+  v_at integer;
+  v_lo integer;
+  v_hi integer;
+  v_partition integer;
+  v_sql text;
+  v_row record;
+  v_head record;
 BEGIN
-  IF pg_catalog.cardinality(p_schema_versions)
-       IS DISTINCT FROM pg_catalog.cardinality(p_keys)
-     OR pg_catalog.cardinality(p_ranks)
-       IS DISTINCT FROM pg_catalog.cardinality(p_keys)
-     OR pg_catalog.cardinality(p_payloads)
-       IS DISTINCT FROM pg_catalog.cardinality(p_keys) THEN
+  IF pg_catalog.cardinality(p_schema_versions) IS DISTINCT FROM v_n
+     OR pg_catalog.cardinality(p_ranks) IS DISTINCT FROM v_n
+     OR pg_catalog.cardinality(p_payloads) IS DISTINCT FROM v_n THEN
     RAISE EXCEPTION 'produce_batch_{id}: the four arrays differ in length'
       USING ERRCODE = '22023';
   END IF;
+  IF coalesce(v_n, 0) = 0 THEN
+    RETURN;
+  END IF;
+  -- The xid before the first id (sql/topic_v1.sql).
   PERFORM pg_catalog.pg_current_xact_id();
-  FOR v_key IN
-    SELECT DISTINCT b.k
+  v_ids := ARRAY(
+    SELECT pg_catalog.nextval(
+             $seq${schema}.message_{id}_id_seq$seq$::regclass)
+    FROM pg_catalog.generate_series(1, v_n));
+  v_parts := ARRAY(
+    SELECT coalesce(((pg_catalog.hashtextextended(b.k, 0::bigint)
+                      % {partitions}::bigint + {partitions}::bigint)
+                     % {partitions}::bigint)::integer,
+                    (b.id % {partitions}::bigint)::integer)
+    FROM ROWS FROM (pg_catalog.unnest(p_keys), pg_catalog.unnest(v_ids))
+      WITH ORDINALITY AS b(k, id, ord)
+    ORDER BY b.ord);
+  v_repeated := ARRAY(
+    SELECT b.k
     FROM ROWS FROM (pg_catalog.unnest(p_keys), pg_catalog.unnest(p_ranks))
       AS b(k, r)
-    WHERE b.r IS NOT NULL
-    ORDER BY b.k
+    WHERE b.r IS NOT NULL AND b.k IS NOT NULL
+    GROUP BY b.k HAVING pg_catalog.count(*) > 1);
+  v_advanced := pg_catalog.array_fill(false, ARRAY[v_n]);
+  v_created := pg_catalog.array_fill(NULL::timestamptz, ARRAY[v_n]);
+  FOR v_partition IN
+    SELECT DISTINCT p FROM pg_catalog.unnest(v_parts) AS p ORDER BY p
   LOOP
-    INSERT INTO {schema}.compaction_head_{id} AS h (message_key, partition)
-    VALUES (v_key,
-            ((pg_catalog.hashtextextended(v_key, 0::bigint)
-              % {partitions}::bigint + {partitions}::bigint)
-             % {partitions}::bigint)::integer)
-    ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO UPDATE
-    SET updated_at = h.updated_at WHERE false;
-  END LOOP;
-  FOR v IN
-    SELECT b.k, b.sv, b.r, b.p
-    FROM ROWS FROM (pg_catalog.unnest(p_keys),
+    SELECT pg_catalog.concat(
+             'INSERT INTO {schema}.message_{id} (id, message_key, ',
+             'schema_version, compaction_rank, payload, partition) ',
+             'OVERRIDING SYSTEM VALUE VALUES ',
+             pg_catalog.string_agg(
+               pg_catalog.format(
+                 '(%s, %L, %L::integer, %L::bigint, %L::jsonb, %s)',
+                 b.id, b.k, b.sv, b.r, b.p, v_partition),
+               ', ' ORDER BY b.ord),
+             ' RETURNING id, created_at')
+    INTO v_sql
+    FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(p_keys),
                     pg_catalog.unnest(p_schema_versions),
-                    pg_catalog.unnest(p_ranks), pg_catalog.unnest(p_payloads))
-      AS b(k, sv, r, p)
-  LOOP
-    IF v.r IS NULL THEN
-      SELECT p.message_id, p.message_created_at
-      INTO message_id, message_created_at
-      FROM {schema}.produce_plain_{id}(v.k, v.sv, v.p) p;
-      advanced := false;
-    ELSE
-      SELECT p.message_id, p.message_created_at, p.advanced
-      INTO message_id, message_created_at, advanced
-      FROM {schema}.produce_{id}(v.k, v.sv, v.r, v.p) p;
+                    pg_catalog.unnest(p_ranks), pg_catalog.unnest(p_payloads),
+                    pg_catalog.unnest(v_parts))
+      WITH ORDINALITY AS b(id, k, sv, r, p, part, ord)
+    WHERE b.part = v_partition;
+    -- An id's element: ids ascend in input order (binary search).
+    FOR v_row IN EXECUTE v_sql LOOP
+      v_lo := 1;
+      v_hi := v_n;
+      WHILE v_lo < v_hi LOOP
+        v_at := (v_lo + v_hi) / 2;
+        IF v_ids[v_at] < v_row.id THEN v_lo := v_at + 1; ELSE v_hi := v_at; END IF;
+      END LOOP;
+      v_created[v_lo] := v_row.created_at;
+    END LOOP;
+    -- The head rows: a key named once with its message, a repeated one
+    -- with none (idle_since DEFAULT: a new row is headless).
+    -- No row (a partition of uncompacted messages only): no statement.
+    SELECT CASE WHEN pg_catalog.count(*) > 0 THEN pg_catalog.concat(
+             'INSERT INTO {schema}.compaction_head_{id} AS h (message_key, ',
+             'partition, head_id, schema_version, compaction_rank, ',
+             'idle_since) VALUES ',
+             pg_catalog.string_agg(
+               CASE WHEN w.k IN (
+                           SELECT r.k FROM pg_catalog.unnest(v_repeated) AS r(k))
+                 THEN pg_catalog.format('(%L, %s, NULL, NULL, NULL, DEFAULT)',
+                                        w.k, v_partition)
+                 ELSE pg_catalog.format(
+                        '(%L, %s, %s, %L::integer, %L::bigint, NULL)', w.k,
+                        v_partition, w.id, w.sv, w.r)
+               END,
+               ', ' ORDER BY w.k COLLATE "C"),
+             ' ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO UPDATE ',
+             'SET head_id = excluded.head_id, ',
+             'schema_version = excluded.schema_version, ',
+             'compaction_rank = excluded.compaction_rank, ',
+             'updated_at = excluded.updated_at, idle_since = NULL ',
+             'WHERE excluded.head_id IS NOT NULL AND (h.head_id IS NULL ',
+             'OR (excluded.schema_version, excluded.compaction_rank, ',
+             'excluded.head_id) > (h.schema_version, h.compaction_rank, ',
+             'h.head_id)) RETURNING h.head_id') END
+    INTO v_sql
+    FROM (SELECT DISTINCT ON (b.k) b.k, b.id, b.sv, b.r
+          FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(p_keys),
+                          pg_catalog.unnest(p_schema_versions),
+                          pg_catalog.unnest(p_ranks),
+                          pg_catalog.unnest(v_parts)) AS b(id, k, sv, r, part)
+          WHERE b.part = v_partition AND b.r IS NOT NULL
+          ORDER BY b.k) w;
+    IF v_sql IS NOT NULL THEN
+      FOR v_row IN EXECUTE v_sql LOOP
+        CONTINUE WHEN v_row.head_id IS NULL;
+        v_lo := 1;
+        v_hi := v_n;
+        WHILE v_lo < v_hi LOOP
+          v_at := (v_lo + v_hi) / 2;
+          IF v_ids[v_at] < v_row.head_id THEN v_lo := v_at + 1; ELSE v_hi := v_at; END IF;
+        END LOOP;
+        v_advanced[v_lo] := true;
+      END LOOP;
     END IF;
-    RETURN NEXT;
   END LOOP;
+  -- The repeated keys' messages, in input order, their rows locked above:
+  -- produce_{id}'s rule against the row as it is now.
+  FOR v_row IN
+    SELECT b.id, b.k, b.sv, b.r, b.part, b.ord
+    FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(p_keys),
+                    pg_catalog.unnest(p_schema_versions),
+                    pg_catalog.unnest(p_ranks), pg_catalog.unnest(v_parts))
+      WITH ORDINALITY AS b(id, k, sv, r, part, ord)
+    WHERE b.r IS NOT NULL
+      AND b.k IN (SELECT r.k FROM pg_catalog.unnest(v_repeated) AS r(k))
+    ORDER BY b.ord
+  LOOP
+    SELECT h.head_id, h.schema_version, h.compaction_rank INTO v_head
+    FROM {schema}.compaction_head_{id} h
+    WHERE h.message_key = v_row.k AND h.partition = v_row.part;
+    IF v_head.head_id IS NULL
+       OR (v_row.sv, v_row.r, v_row.id)
+          > (v_head.schema_version, v_head.compaction_rank, v_head.head_id)
+    THEN
+      UPDATE {schema}.compaction_head_{id} h
+      SET head_id = v_row.id, schema_version = v_row.sv,
+          compaction_rank = v_row.r, updated_at = statement_timestamp(),
+          idle_since = NULL
+      WHERE h.message_key = v_row.k AND h.partition = v_row.part;
+      v_advanced[v_row.ord] := true;
+    END IF;
+  END LOOP;
+  RETURN QUERY
+  SELECT b.id, b.at, b.adv
+  FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_created),
+                  pg_catalog.unnest(v_advanced)) AS b(id, at, adv);
 END
 $produce_batch$;

@@ -64,9 +64,16 @@ BEGIN
 END
 $in_partition$;
 
+-- With one partition (the default) the rule is "partition 0", which the
+-- CHECK tests without the call: the comparison of the two literals folds
+-- away when the CHECK is planned, and a batch's insert saves the call on
+-- every row (about 1 us of some 17 per batched message, test/bench/
+-- RESULTS.md). With more partitions the call is all that is left.
 ALTER TABLE {schema}.message_{id}
   ADD CONSTRAINT message_{id}_partition_of_key
-  CHECK ({schema}.in_partition_{id}(message_key, partition));
+  CHECK (({partitions} OPERATOR(pg_catalog.=) 1
+          AND partition OPERATOR(pg_catalog.=) 0)
+         OR {schema}.in_partition_{id}(message_key, partition));
 
 CREATE INDEX message_{id}_key_history ON {schema}.message_{id} (message_key, id)
   WHERE message_key IS NOT NULL;
@@ -275,12 +282,26 @@ REVOKE ALL ON FUNCTION {schema}.lock_{id}(text, boolean) FROM PUBLIC;
 
 -- A batch of produces (Producer::ProduceBatch) in one call: the outcome of
 -- producing its elements one by one in input order (each compacted one as
--- produce_{id} above would, each other one as a plain insert), in three
--- set-based statements instead of a statement per element (4-10x less
--- server time per message; test/bench/RESULTS.md). Rows come back in input
--- order, ids ascending. Element i of each array is message i; p_ranks
--- NULL: not compacted. SECURITY DEFINER with search_path pinned, like
--- produce_{id}: the application role moves heads through these two only.
+-- produce_{id} above would, each other one as a plain insert), set-based
+-- (test/bench/RESULTS.md). One row per message, ids ascending in input
+-- order; the rows come back in no particular order (the caller sorts them
+-- by id). Element i of each array is message i; p_ranks NULL: not
+-- compacted. SECURITY DEFINER with search_path pinned, like produce_{id}:
+-- the application role moves heads through these two only.
+--
+-- One statement does the work: it inserts the messages, then upserts one
+-- head row per compacted key in key order (byte order, COLLATE "C"), the
+-- only place a batch waits for another: ON CONFLICT locks each existing
+-- row in that order before it evaluates the WHERE, so batches over
+-- overlapping keys queue instead of deadlocking, and each head is read
+-- once, under its lock. A key the batch names once takes its message as
+-- the head by produce_{id}'s rule ((schema_version, rank, id) greater, or
+-- no head), and the row the upsert returns is that message's "advanced".
+-- A key named more than once (two of 100 messages over 10,000 keys in
+-- about 40 % of batches) needs, for each of its messages, the head it had,
+-- which an upsert cannot return: its row is only locked there (or
+-- inserted headless), and a second statement, which sees the locked row as
+-- it is, applies the rule message by message.
 CREATE FUNCTION {schema}.produce_batch_{id}(
     p_keys text[], p_schema_versions integer[], p_ranks bigint[],
     p_payloads jsonb[])
@@ -289,8 +310,18 @@ CREATE FUNCTION {schema}.produce_batch_{id}(
   LANGUAGE plpgsql
   SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
+  -- Planned once per session: by its cost estimates the planner kept
+  -- planning the statements of repeated keys again on every call (about
+  -- 150 us each time); nothing here needs a plan for the values at hand.
+  SET plan_cache_mode = force_generic_plan
 AS $produce_batch$
 #variable_conflict use_column
+DECLARE
+  -- Keys with more than one compacted message in the batch.
+  v_repeated text[];
+  -- The batch's ids by element, drawn first when a key repeats (the
+  -- second statement needs them); NULL: drawn by the insert.
+  v_ids bigint[];
 BEGIN
   IF pg_catalog.cardinality(p_schema_versions)
        IS DISTINCT FROM pg_catalog.cardinality(p_keys)
@@ -303,25 +334,22 @@ BEGIN
   END IF;
   -- The xid before the first id is drawn (see produce_{id}).
   PERFORM pg_catalog.pg_current_xact_id();
-  -- The head rows of the batch's compacted keys first, in key order (a new
-  -- key's row is inserted headless, an existing one locked without writing
-  -- a row version: ON CONFLICT DO UPDATE locks the row before it evaluates
-  -- the WHERE, which is false): batches over overlapping keys queue behind
-  -- each other instead of deadlocking, and the statement below waits for
-  -- nothing. At READ COMMITTED it takes a new snapshot, which sees the heads
-  -- as the locks found them.
-  INSERT INTO {schema}.compaction_head_{id} AS h (message_key)
-  SELECT DISTINCT b.k
-  FROM ROWS FROM (pg_catalog.unnest(p_keys), pg_catalog.unnest(p_ranks))
-    AS b(k, r)
-  WHERE b.r IS NOT NULL
-  ORDER BY b.k
-  ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO UPDATE
-  SET updated_at = h.updated_at WHERE false;
+  v_repeated := ARRAY(
+    SELECT b.k
+    FROM ROWS FROM (pg_catalog.unnest(p_keys), pg_catalog.unnest(p_ranks))
+      AS b(k, r)
+    WHERE b.r IS NOT NULL AND b.k IS NOT NULL
+    GROUP BY b.k HAVING pg_catalog.count(*) > 1);
+  IF pg_catalog.cardinality(v_repeated) > 0 THEN
+    v_ids := ARRAY(
+      SELECT pg_catalog.nextval(
+               $seq${schema}.message_{id}_id_seq$seq$::regclass)
+      FROM pg_catalog.generate_series(1, pg_catalog.cardinality(p_keys)));
+  END IF;
+  -- The ids in input order (nextval is volatile: evaluated after the
+  -- sort), so that an unkeyed message's partition can follow its id as the
+  -- column's default does for a single insert.
   RETURN QUERY
-  -- The ids are drawn here, in input order (nextval is volatile: evaluated
-  -- after the sort), so that an unkeyed message's partition can follow its
-  -- id as the column's default does for a single insert.
   WITH m AS (
     INSERT INTO {schema}.message_{id} AS m
       (id, message_key, schema_version, compaction_rank, payload, partition)
@@ -331,8 +359,10 @@ BEGIN
                       % {partitions}::bigint + {partitions}::bigint)
                      % {partitions}::bigint)::integer,
                     (x.id % {partitions}::bigint)::integer)
-    FROM (SELECT pg_catalog.nextval(
-                   $seq${schema}.message_{id}_id_seq$seq$::regclass) AS id,
+    FROM (SELECT coalesce(v_ids[b.ord::integer],
+                          pg_catalog.nextval(
+                            $seq${schema}.message_{id}_id_seq$seq$::regclass))
+                   AS id,
                  b.k, b.sv, b.r, b.p
           FROM ROWS FROM (pg_catalog.unnest(p_keys),
                           pg_catalog.unnest(p_schema_versions),
@@ -342,49 +372,85 @@ BEGIN
           ORDER BY b.ord OFFSET 0) x
     RETURNING m.id, m.created_at, m.message_key, m.schema_version,
               m.compaction_rank),
-  -- produce_{id}'s winner rule, element by element: a compacted message
-  -- moves the head when it is greater, by (schema_version, rank, id), than
-  -- the head the batch found (or that is NULL) and than every earlier
-  -- compacted message of its key in the batch (the running maximum; arrays
-  -- compare element by element, as the row comparison does). The heads are
-  -- looked up per message and the update below names its keys as an array:
-  -- a join made the planner hash the whole head table (10,000 heads: 5 ms
-  -- of a 100-message batch).
-  e AS (
-    SELECT m.id, m.created_at, m.message_key AS k,
-           m.schema_version AS sv, m.compaction_rank AS r,
-           m.compaction_rank IS NOT NULL
+  -- A repeated key's row goes in with a NULL head: inserted headless when
+  -- new, only locked when it exists. The update touches no indexed column
+  -- of a materialized row (idle_since stays NULL): head advances stay HOT.
+  h AS (
+    INSERT INTO {schema}.compaction_head_{id} AS h
+      (message_key, head_id, schema_version, compaction_rank, idle_since)
+    SELECT w.k, w.id, w.sv, w.r, w.idle
+    FROM (SELECT m.message_key, m.id, m.schema_version, m.compaction_rank,
+                 NULL::timestamptz
+          FROM m
+          -- A NULL key goes on to fail the head's NOT NULL, as in
+          -- produce_{id}.
+          WHERE m.compaction_rank IS NOT NULL
+            AND (m.message_key IS NULL
+                 OR m.message_key NOT IN (
+                      SELECT r.k FROM pg_catalog.unnest(v_repeated) AS r(k)))
+          UNION ALL
+          SELECT r.k, NULL, NULL, NULL, statement_timestamp()
+          FROM pg_catalog.unnest(v_repeated) AS r(k)) AS w(k, id, sv, r, idle)
+    ORDER BY w.k COLLATE "C"
+    ON CONFLICT ON CONSTRAINT compaction_head_{id}_pkey DO UPDATE
+    SET head_id = excluded.head_id, schema_version = excluded.schema_version,
+        compaction_rank = excluded.compaction_rank,
+        updated_at = statement_timestamp(), idle_since = NULL
+    WHERE excluded.head_id IS NOT NULL
+      AND (h.head_id IS NULL
+           OR (excluded.schema_version, excluded.compaction_rank,
+               excluded.head_id)
+              > (h.schema_version, h.compaction_rank, h.head_id))
+    RETURNING h.head_id)
+  SELECT m.id, m.created_at, h.head_id IS NOT NULL
+  FROM m LEFT JOIN h ON h.head_id = m.id
+  WHERE m.compaction_rank IS NULL OR m.message_key IS NULL
+     OR m.message_key NOT IN (
+          SELECT r.k FROM pg_catalog.unnest(v_repeated) AS r(k));
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  -- The repeated keys' messages, their rows locked above: produce_{id}'s
+  -- rule message by message, against the head as the lock found it (a new
+  -- statement, so a new snapshot at READ COMMITTED) and the running maximum
+  -- of the key's earlier messages in the batch (arrays compare element by
+  -- element, as the row comparison does). The heads are looked up per
+  -- message and the update names its keys as an array: a join made the
+  -- planner hash the whole head table. created_at is the column's default,
+  -- the same for every message of this call.
+  RETURN QUERY
+  WITH e AS (
+    SELECT x.id, x.k, x.sv, x.r,
+           coalesce(
+             ARRAY[x.sv::bigint, x.r, x.id]
+             > (SELECT ARRAY[h.schema_version::bigint, h.compaction_rank,
+                             h.head_id]
+                FROM {schema}.compaction_head_{id} h
+                WHERE h.message_key = x.k AND h.head_id IS NOT NULL),
+             true)
            AND coalesce(
-                 ARRAY[m.schema_version::bigint, m.compaction_rank, m.id]
-                 > (SELECT ARRAY[h.schema_version::bigint, h.compaction_rank,
-                                 h.head_id]
-                    FROM {schema}.compaction_head_{id} h
-                    WHERE h.message_key = m.message_key
-                      AND h.head_id IS NOT NULL),
-                 true)
-           AND coalesce(
-                 ARRAY[m.schema_version::bigint, m.compaction_rank, m.id]
-                 > pg_catalog.max(ARRAY[m.schema_version::bigint,
-                                        m.compaction_rank, m.id])
-                     OVER (PARTITION BY m.message_key,
-                                        m.compaction_rank IS NULL
-                           ORDER BY m.id
+                 ARRAY[x.sv::bigint, x.r, x.id]
+                 > pg_catalog.max(ARRAY[x.sv::bigint, x.r, x.id])
+                     OVER (PARTITION BY x.k ORDER BY x.id
                            ROWS BETWEEN UNBOUNDED PRECEDING
                                 AND 1 PRECEDING),
                  true) AS advanced
-    FROM m),
+    FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(p_keys),
+                    pg_catalog.unnest(p_schema_versions),
+                    pg_catalog.unnest(p_ranks)) AS x(id, k, sv, r)
+    WHERE x.r IS NOT NULL
+      AND x.k IN (SELECT r.k FROM pg_catalog.unnest(v_repeated) AS r(k))),
   -- Each key's head moves once, to its last advancing message (the
-  -- greatest); the update touches no indexed column of a materialized row,
-  -- so it stays HOT.
+  -- greatest).
   u AS (
     UPDATE {schema}.compaction_head_{id} AS h
-    SET head_id = w.id, schema_version = w.sv, compaction_rank = w.r,
+    SET head_id = a.id, schema_version = a.sv, compaction_rank = a.r,
         updated_at = statement_timestamp(), idle_since = NULL
     FROM (SELECT DISTINCT ON (e.k) e.k, e.id, e.sv, e.r
-          FROM e WHERE e.advanced ORDER BY e.k, e.id DESC) w
-    WHERE h.message_key = w.k
+          FROM e WHERE e.advanced ORDER BY e.k, e.id DESC) a
+    WHERE h.message_key = a.k
       AND h.message_key = ANY (ARRAY(SELECT e.k FROM e WHERE e.advanced)))
-  SELECT e.id, e.created_at, e.advanced FROM e ORDER BY e.id;
+  SELECT e.id, statement_timestamp(), e.advanced FROM e;
 END
 $produce_batch$;
 

@@ -4,6 +4,7 @@
 // head once: the outcome of producing them one by one.
 #include "compaction/detail/produce_batch.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -103,8 +104,9 @@ pg::Statement BuildStatement(const ClientCore& core, std::int64_t topic_id,
   return st;
 }
 
-// The function returns its rows in input order (a set-returning function's
-// rows come back in the order it returned them).
+// One row per message, in no particular order (the function answers a key
+// the batch names more than once in a statement of its own); ids ascend in
+// input order, so sorting by id restores it.
 std::vector<ProduceResult> Decode(const pg::Result& r, std::size_t expected) {
   const int n = r.rows();
   if (n < 0 || static_cast<std::size_t>(n) != expected) {
@@ -119,6 +121,11 @@ std::vector<ProduceResult> Decode(const pg::Result& r, std::size_t expected) {
                                 FromMicros(pg::Int64(r, row, 1)),
                                 pg::Bool(r, row, 2), 0});
   }
+  const auto by_id = [](const ProduceResult& a, const ProduceResult& b) {
+    return a.id < b.id;
+  };
+  if (!std::is_sorted(out.begin(), out.end(), by_id))
+    std::sort(out.begin(), out.end(), by_id);
   return out;
 }
 

@@ -3,13 +3,17 @@
 // key runs on its worker with a plain commit (no PREPARE TRANSACTION in
 // citus.log_remote_commands), and the plain and batch produce name the
 // partition so Citus can route them.
+#include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -452,4 +456,129 @@ TEST_CASE(
   CHECK(db.raw().Int("SELECT count(*) FROM " + message) == 16);
   db.raw().Query("ALTER SYSTEM RESET citus.recover_2pc_interval");
   db.raw().Query("SELECT pg_catalog.pg_reload_conf()");
+}
+
+TEST_CASE(
+    "a batch on Citus equals producing its messages one by one, over four "
+    "shards") {
+  LiveDb db;
+  auto batched = db.client().Topic<compaction::RawMessage>("batched");
+  auto single = db.client().Topic<compaction::RawMessage>("single");
+  batched.Register(FourShards());
+  single.Register(FourShards());
+  auto batch_producer = batched.RegisterProducer();
+  auto single_producer = single.RegisterProducer();
+  // A key's head (version/rank/payload, "tombstone", "headless") and its
+  // messages in id order, and each message's partition.
+  auto states = [&](const std::string& topic) {
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& row : db.raw().Query(
+             "SELECT h.message_key, coalesce(h.schema_version::text, '-') || "
+             "'/' || coalesce(h.compaction_rank::text, '-') || '/' || CASE "
+             "WHEN h.head_id IS NULL THEN 'headless' WHEN m.payload IS NULL "
+             "THEN 'tombstone' ELSE m.payload::text END FROM " +
+             db.HeadTable(topic) + " h LEFT JOIN " + db.MessageTable(topic) +
+             " m ON m.id = h.head_id AND m.partition = h.partition ORDER BY "
+             "1")) {
+      out[*row[0]].push_back("head " + *row[1]);
+    }
+    for (const auto& row : db.raw().Query(
+             "SELECT coalesce(message_key, '<none>'), schema_version::text || "
+             "'/' || coalesce(compaction_rank::text, '-') || '/' || "
+             "coalesce(payload::text, 'tombstone') || '/' || CASE WHEN "
+             "message_key IS NULL THEN (partition = id % 4)::text ELSE "
+             "partition::text END FROM " +
+             db.MessageTable(topic) + " ORDER BY id")) {
+      out[*row[0]].push_back(*row[1]);
+    }
+    return out;
+  };
+  std::mt19937_64 rng(Catch::rngSeed());
+  auto pick = [&](int n) {
+    return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(rng));
+  };
+  int value = 0;
+  for (int round = 0; round < 8; ++round) {
+    // Odd rounds name each compacted key at most once.
+    const bool once = round % 2 == 1;
+    std::string letters = "abcdefghijklmnopqrstuvwxyz";
+    std::shuffle(letters.begin(), letters.end(), rng);
+    std::size_t next = 0;
+    std::vector<compaction::Outgoing<compaction::RawMessage>> batch(
+        1 + pick(once ? 20 : 30));
+    for (auto& e : batch) {
+      const int shape = pick(10);
+      e.message = compaction::RawMessage{1 + pick(2), {{"n", ++value}}};
+      if (shape == 0) continue;  // keyless
+      e.options.message_key = std::string(1, letters[pick(once ? 26 : 6)]);
+      if (shape == 1) continue;  // keyed, not compacted
+      if (once) e.options.message_key = std::string(1, letters[next++]);
+      e.options.compaction = compaction::CompactionOptions{pick(3) - 1};
+      if (shape == 2) {
+        e.message = compaction::RawMessage{1 + pick(2), nullptr, true};
+      }
+    }
+    const auto got = batch_producer.ProduceBatch(batch);
+    REQUIRE(got.size() == batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const auto& e = batch[i];
+      const compaction::ProduceResult want =
+          e.message->tombstone
+              ? single_producer.ProduceTombstone(*e.options.message_key,
+                                                 *e.options.compaction,
+                                                 e.message->schema_version)
+              : single_producer.Produce(*e.message, e.options);
+      INFO("round " << round << ", element " << i);
+      CHECK(got[i].head_advanced == want.head_advanced);
+      if (i > 0) CHECK(got[i].id > got[i - 1].id);
+    }
+    CHECK(states("batched") == states("single"));
+  }
+}
+
+TEST_CASE("concurrent batches over overlapping keys on Citus never deadlock") {
+  LiveDb db;
+  db.client().Topic<Counter>("overlap").Register(FourShards());
+  constexpr int kThreads = 4;
+  auto client = db.NewClient(kThreads);
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> batches{0}, errors{0};
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto producer = client.Topic<Counter>("overlap").RegisterProducer();
+      std::mt19937_64 rng(Catch::rngSeed() + t);
+      std::vector<std::string> keys;
+      for (int k = 0; k < 40; ++k) keys.push_back("k" + std::to_string(k));
+      for (int n = 0; !stop; ++n) {
+        std::shuffle(keys.begin(), keys.end(), rng);
+        // Every other batch names some of its keys twice.
+        const int distinct = n % 2 == 0 ? 24 : 16;
+        std::vector<compaction::Outgoing<Counter>> batch;
+        for (int i = 0; i < 24; ++i) {
+          batch.push_back(
+              {Counter{i}, testing::Compacted(keys[i % distinct], i % 3)});
+        }
+        try {
+          producer.ProduceBatch(batch);
+          ++batches;
+        } catch (const std::exception& e) {
+          ++errors;
+          failures[t] = e.what();
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(6));
+  stop = true;
+  for (auto& th : threads) th.join();
+  for (const auto& f : failures) CHECK(f == "");
+  CHECK(errors == 0);
+  CHECK(batches > 8);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("overlap") +
+                     " h LEFT JOIN " + db.MessageTable("overlap") +
+                     " m ON m.id = h.head_id AND m.partition = h.partition "
+                     "AND m.message_key = h.message_key WHERE m.id IS NULL") ==
+        0);
 }

@@ -104,14 +104,31 @@ TEST_CASE("a batch's outcome equals producing its messages one by one") {
     return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(rng));
   };
   int value = 0;
-  for (int round = 0; round < 25; ++round) {
-    std::vector<Outgoing<RawMessage>> batch(1 + pick(40));
+  std::string letters = "abcdefghijklmnopqrstuvwxyz";
+  for (int round = 0; round < 40; ++round) {
+    // Odd rounds name each compacted key at most once (the function's
+    // single-statement case) over 26 keys; even ones repeat keys over 6.
+    const bool once = round % 2 == 1;
+    std::shuffle(letters.begin(), letters.end(), rng);
+    std::size_t next = 0;
+    if (round % 4 == 0) {
+      // A headless row (or a relocked head) in both topics for a batch to
+      // meet.
+      const std::string key(1, letters[25]);
+      for (auto* t : {&batched, &single}) {
+        db.client().InTransaction(
+            [&](Tx& tx) { t->Key(key).LockCompactionHead(tx); });
+      }
+    }
+    std::vector<Outgoing<RawMessage>> batch(1 + pick(once ? 25 : 40));
     for (auto& e : batch) {
       const int shape = pick(10);
       e.message = RawMessage{1 + pick(2), {{"n", ++value}}};
       if (shape == 0) continue;  // keyless
-      e.options.message_key = std::string(1, static_cast<char>('a' + pick(6)));
+      e.options.message_key =
+          std::string(1, once ? letters[pick(26)] : letters[pick(6)]);
       if (shape == 1) continue;  // keyed, not compacted
+      if (once) e.options.message_key = std::string(1, letters[next++]);
       e.options.compaction = CompactionOptions{pick(3) - 1};
       if (shape == 2) {
         e.message = RawMessage{1 + pick(2), nullptr, true};  // tombstone
@@ -308,10 +325,14 @@ TEST_CASE("concurrent batches over overlapping keys never deadlock") {
       std::mt19937_64 rng(Catch::rngSeed() + t);
       std::vector<std::string> keys;
       for (int k = 0; k < 60; ++k) keys.push_back("k" + std::to_string(k));
-      while (!stop) {
+      for (int n = 0; !stop; ++n) {
         std::shuffle(keys.begin(), keys.end(), rng);
+        // Every other batch names some of its keys twice (their rows are
+        // locked by the upsert and moved by a second statement).
+        const int distinct = n % 2 == 0 ? 40 : 25;
         std::vector<Outgoing<Counter>> batch;
-        for (int i = 0; i < 40; ++i) batch.push_back(Value(i, keys[i], i % 3));
+        for (int i = 0; i < 40; ++i)
+          batch.push_back(Value(i, keys[i % distinct], i % 3));
         try {
           if (t % 2 == 0) {
             producer.ProduceBatch(batch);
@@ -385,4 +406,37 @@ TEST_CASE(
     CHECK_THROWS_AS(producer.ProduceBatchInTx(tx, std::vector{Value(3, "k")}),
                     compaction::TopicNotFound);
   });
+}
+
+TEST_CASE("a one-partition topic's CHECK still refuses any partition but 0") {
+  LiveDb db;
+  db.client().Topic<Counter>("one").Register();
+  const std::string insert =
+      "INSERT INTO " + db.MessageTable("one") +
+      " (message_key, schema_version, payload, partition) VALUES ";
+  CHECK(db.raw().TryExec(insert + "('x', 1, '{}', 0)") == "");
+  CHECK(db.raw().TryExec(insert + "(NULL, 1, '{}', 0)") == "");
+  for (const char* bad : {"('x', 1, '{}', 1)", "('x', 1, '{}', -1)",
+                          "(NULL, 1, '{}', 1)", "(NULL, 1, '{}', -1)"}) {
+    INFO(bad);
+    CHECK(db.raw().TryExec(insert + bad) == "23514");
+  }
+}
+
+TEST_CASE("a direct batch call with a compacted message and no key fails") {
+  LiveDb db;
+  db.client().Topic<Counter>("nokey").Register();
+  const std::string function = db.QuotedSchema() + ".produce_batch_" +
+                               std::to_string(db.TopicId("nokey"));
+  // As produce_<id> does: the head row cannot have a NULL key. Alone and
+  // next to a key named twice (the function's two paths).
+  for (const char* call :
+       {"('{NULL,a}', '{1,1}', '{0,0}', '{\"{}\",\"{}\"}')",
+        "('{NULL,a,a}', '{1,1,1}', '{0,0,0}', '{\"{}\",\"{}\",\"{}\"}')",
+        "('{NULL,NULL}', '{1,1}', '{0,0}', '{\"{}\",\"{}\"}')"}) {
+    INFO(call);
+    CHECK(db.raw().TryExec("SELECT * FROM " + function + call) == "23502");
+  }
+  CHECK(Count(db, db.MessageTable("nokey")) == 0);
+  CHECK(Count(db, db.HeadTable("nokey")) == 0);
 }
