@@ -47,9 +47,12 @@ std::string Positions(const ClientCore& core) {
 // so one instance visits every partition in turn. An empty result: none
 // exists yet, or every one is held.
 std::string LockSql(const ClientCore& core, const TopicInfo& topic) {
-  // With one partition there is nothing to choose.
-  const std::string order = topic.partitions == 1
-                                ? "p.partition"
+  // With one partition there is nothing to choose. On Citus the positions
+  // (on the coordinator) cannot be joined with the shards: the least
+  // recently polled comes first.
+  const std::string order = topic.partitions == 1 ? "p.partition"
+                            : core.citus()
+                                ? "p.last_poll_at, p.partition"
                                 : HasNewSql(core.MessageTable(topic.id)) +
                                       " DESC, p.last_poll_at, p.partition";
   return "/* compaction:Poll:lock */ SELECT p.partition, "
