@@ -262,3 +262,32 @@ TEST_CASE(
   CHECK(unique.size() == 17);
   CHECK(PollIds(db.client(), consumer, 4).empty());
 }
+
+TEST_CASE(
+    "ListTopicStats reads each consumer's lag from the shards, one routed "
+    "count per position") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("lagging");
+  topic.Register(Partitions(4));
+  auto producer = topic.RegisterProducer();
+  for (int i = 0; i < 30; ++i) {
+    producer.Produce(Counter{i},
+                     testing::Compacted("k-" + std::to_string(i % 11)));
+  }
+  auto consumer = topic.Consumer("c", {5, false});
+  const std::vector<std::int64_t> got = PollIds(db.client(), consumer, 3);
+  REQUIRE(got.size() > 0);
+  const auto topics = db.client().ListTopicStats();
+  REQUIRE(topics.size() == 1);
+  INFO(topics[0].stats.consumers_error);
+  CHECK(topics[0].stats.consumers_error.empty());
+  REQUIRE(topics[0].stats.consumers.size() == 1);
+  const compaction::ConsumerLag& lag = topics[0].stats.consumers[0];
+  CHECK(lag.consumer == "c");
+  CHECK(lag.partitions == 4);
+  CHECK(lag.lag_messages == 30 - static_cast<std::int64_t>(got.size()));
+  CHECK_FALSE(lag.lag_messages_capped);
+  // Everything consumed: no lag.
+  PollIds(db.client(), consumer, 20);
+  CHECK(db.client().ListTopicStats()[0].stats.consumers[0].lag_messages == 0);
+}
