@@ -107,7 +107,9 @@ consume_cell() {
   for n in "$@"; do after+=("$(ticks "${dirs[$n]}")"); done
   msgs=$(sed -n 's/^messages=\([0-9]*\).*/\1/p' <<<"$out")
   [[ -n "$msgs" && "$msgs" -gt 0 ]] || { echo "consume failed: $out" >&2; exit 1; }
-  local line="consume $target msgs_per_s=$(awk -v m="$msgs" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", m / (b - a) }') msgs=$msgs ${out#messages=* }"
+  local rate line
+  rate=$(awk -v m="$msgs" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", m / (b - a) }')
+  line="consume $target msgs_per_s=$rate msgs=$msgs ${out#messages=* }"
   local i=0
   for n in "$@"; do
     line+=" ${n}_us_per_msg=$(( (after[i] - before[i]) * 1000000 / hz / msgs ))"
