@@ -44,6 +44,11 @@
 // under a snapshot taken after the previous holder committed; so D, W and
 // the cursor it reads are the latest, and two instances never read one
 // partition at once.
+//
+// On Citus the same read runs on the partition's shard with W taken on the
+// coordinator (whose transaction ids every message stores), after a look
+// on the shard for prepared two-phase parts that W may already count as
+// ended; doc/citus.md ("Consumers on Citus") gives the orderings.
 #include "consume_read.hpp"
 
 #include <string>
@@ -155,10 +160,10 @@ std::pair<std::string, std::string> CitusWindow(ClientCore& core, pg::Session s,
 
 // On Citus, whether a prepared transaction (the worker's part of a
 // two-phase commit; pg_locks shows its locks with no pid) holds a lock on
-// the partition's shard. One statement routed to the
-// shard's worker (the LIMIT 0 lookup of the message table is what routes
-// it); it must run after W is taken and before the statement whose
-// snapshot reads the window (doc/citus.md, "Consumers on Citus").
+// the partition's shard. One statement routed to the shard's worker (the
+// LIMIT 0 lookup of the message table is what routes it); it must run
+// after W is taken and before the statement whose snapshot reads the
+// window (doc/citus.md, "Consumers on Citus").
 bool PreparedOnShard(ClientCore& core, pg::Session s, std::int64_t topic_id,
                      int partition, const std::string& shard) {
   pg::Result r = pg::Exec(
