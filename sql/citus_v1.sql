@@ -537,3 +537,88 @@ BEGIN
   SELECT s.reltuples INTO head_rows FROM {schema}.shard_sizes(v_head) s;
 END
 $head_stats$;
+
+-- The consumers' lag (compactiond's consumer series, `compactiond
+-- consumer list`) per shard: the single-node statement joins the positions
+-- (on the coordinator) with the message table, which Citus refuses. Here
+-- each position's count is one statement with the partition a literal,
+-- routed to its shard, the position's snapshots and cursor as parameters
+-- (they are the coordinator's, as every stored xid). Replaces
+-- sql/system_v1.sql's consumer_lag, keeping its grants.
+CREATE OR REPLACE FUNCTION {schema}.consumer_lag(p_cap bigint)
+  RETURNS TABLE (topic text, consumer text, partitions integer,
+                 lag_messages bigint, capped boolean,
+                 oldest_created_at timestamptz, last_poll_at timestamptz,
+                 inactive boolean)
+  LANGUAGE plpgsql
+  STABLE
+  SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $consumer_lag$
+DECLARE
+  r record;
+  w record;
+  v_message text;
+  v_n bigint;
+  v_oldest timestamptz;
+BEGIN
+  IF p_cap IS NULL OR p_cap < 1 THEN
+    RAISE EXCEPTION USING
+      ERRCODE = 'invalid_parameter_value',
+      MESSAGE = pg_catalog.format('consumer_lag: cap must be >= 1, got %s',
+                                  p_cap);
+  END IF;
+  FOR r IN
+    SELECT t.id, t.name, p.consumer,
+           pg_catalog.count(*)::integer AS parts,
+           pg_catalog.max(p.last_poll_at) AS last_poll,
+           pg_catalog.max(p.last_poll_at) <= pg_catalog.now() -
+             t.consumer_inactive_after_ms::float8 * interval '1 millisecond'
+             AS is_inactive
+    FROM {schema}.consumer_position p
+    JOIN {schema}.topic t ON t.id = p.topic_id
+    GROUP BY t.id, t.name, p.consumer, t.consumer_inactive_after_ms
+    ORDER BY t.name, p.consumer
+  LOOP
+    v_message := pg_catalog.format('%I.%I', {schema_name}::text,
+                                   pg_catalog.concat('message_', r.id));
+    IF pg_catalog.to_regclass(v_message) IS NULL THEN
+      CONTINUE;
+    END IF;
+    topic := r.name;
+    consumer := r.consumer;
+    partitions := r.parts;
+    last_poll_at := r.last_poll;
+    inactive := r.is_inactive;
+    lag_messages := 0;
+    capped := false;
+    oldest_created_at := NULL;
+    FOR w IN
+      SELECT p.partition, p.done_snapshot, p.read_snapshot, p.cursor_xid,
+             p.cursor_id
+      FROM {schema}.consumer_position p
+      WHERE p.topic_id = r.id AND p.consumer = r.consumer
+      ORDER BY p.partition
+    LOOP
+      EXECUTE pg_catalog.concat(
+        'SELECT pg_catalog.count(*), pg_catalog.min(s.created_at) FROM ',
+        '(SELECT m.created_at FROM ', v_message, ' m WHERE m.partition = ',
+        w.partition,
+        ' AND m.xid >= pg_catalog.pg_snapshot_xmin($1) ',
+        'AND NOT pg_catalog.pg_visible_in_snapshot(m.xid, $1) ',
+        'AND NOT coalesce(pg_catalog.pg_visible_in_snapshot(m.xid, $2) ',
+        'AND (m.xid, m.id) <= ($3, $4), false) ',
+        'ORDER BY m.xid, m.id LIMIT $5) s')
+        INTO v_n, v_oldest
+        USING w.done_snapshot, w.read_snapshot, w.cursor_xid, w.cursor_id,
+              p_cap;
+      lag_messages := lag_messages + v_n;
+      capped := capped OR v_n >= p_cap;
+      IF v_oldest IS NOT NULL THEN
+        oldest_created_at := least(oldest_created_at, v_oldest);
+      END IF;
+    END LOOP;
+    RETURN NEXT;
+  END LOOP;
+END
+$consumer_lag$;

@@ -42,14 +42,71 @@ std::string Positions(const ClientCore& core) {
   return core.schema() + ".consumer_position";
 }
 
+// On Citus, the consumer's partitions that may have something new (an
+// open window, or a message its done snapshot did not see), as an integer
+// array literal. The positions live on the coordinator and cannot join
+// the shards: each partition's look is a statement routed to its shard
+// with D as a parameter, all pipelined in one round trip. `positions`:
+// whether the consumer has any.
+std::string CitusHasNew(ClientCore& core, pg::Session s, const TopicInfo& t,
+                        const std::string& consumer, bool& positions) {
+  const std::string message = core.MessageTable(t.id);
+  pg::Result p =
+      pg::Exec(s, "Poll",
+               "/* compaction:Poll:positions */ SELECT p.partition, "
+               "p.done_snapshot::text, p.read_snapshot IS NOT NULL FROM " +
+                   Positions(core) +
+                   " p WHERE p.topic_id = $1::bigint AND p.consumer = $2::text "
+                   "ORDER BY p.partition",
+               pg::Params().Add(t.id).Add(consumer));
+  positions = p.rows() > 0;
+  std::vector<int> open;
+  std::vector<int> looked;
+  std::vector<pg::Statement> looks;
+  for (int row = 0; row < p.rows(); ++row) {
+    const int partition = static_cast<int>(pg::Int64(p, row, 0));
+    if (pg::Bool(p, row, 2)) {
+      open.push_back(partition);
+      continue;
+    }
+    looked.push_back(partition);
+    looks.push_back(
+        {"/* compaction:Poll:has_new */ SELECT EXISTS (SELECT 1 FROM " +
+             message +
+             " m WHERE m.partition = $1::integer AND m.xid >= "
+             "pg_catalog.pg_snapshot_xmax($2::pg_snapshot)) OR EXISTS (SELECT "
+             "1 FROM " +
+             message +
+             " m WHERE m.partition = $1::integer AND m.xid = ANY (ARRAY("
+             "SELECT pg_catalog.pg_snapshot_xip($2::pg_snapshot))))",
+         pg::Params().Add(partition).Add(std::string(pg::Text(p, row, 1)))});
+  }
+  if (!looks.empty()) {
+    const std::vector<pg::Result> r = pg::ExecPipelined(s, "Poll", looks);
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (pg::Bool(r[i], 0, 0)) open.push_back(looked[i]);
+    }
+  }
+  std::string out = "{";
+  for (const int partition : open) {
+    if (out.size() > 1) out += ',';
+    out += std::to_string(partition);
+  }
+  return out + "}";
+}
+
 // Locks one position of the consumer that no other transaction holds:
 // first one that may have something new, then the least recently polled,
 // so one instance visits every partition in turn. An empty result: none
 // exists yet, or every one is held.
 std::string LockSql(const ClientCore& core, const TopicInfo& topic) {
-  // With one partition there is nothing to choose.
-  const std::string order = topic.partitions == 1
-                                ? "p.partition"
+  // With one partition there is nothing to choose. On Citus the positions
+  // (on the coordinator) cannot be joined with the shards: $3 lists the
+  // partitions CitusHasNew found something in.
+  const std::string order = topic.partitions == 1 ? "p.partition"
+                            : core.citus()
+                                ? "p.partition = ANY ($3::integer[]) DESC, "
+                                  "p.last_poll_at, p.partition"
                                 : HasNewSql(core.MessageTable(topic.id)) +
                                       " DESC, p.last_poll_at, p.partition";
   return "/* compaction:Poll:lock */ SELECT p.partition, "
@@ -70,7 +127,15 @@ bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
                   Position& position, pg::Result first = pg::Result()) {
   const std::string lock = LockSql(core, topic);
   const pg::Params params = pg::Params().Add(topic.id).Add(consumer);
-  pg::Result r = first ? std::move(first) : pg::Exec(s, kPollOp, lock, params);
+  const bool choose = core.citus() && topic.partitions > 1;
+  const auto lock_params = [&] {
+    if (!choose) return params;
+    bool positions = false;
+    return pg::Params().Add(topic.id).Add(consumer).Add(
+        CitusHasNew(core, s, topic, consumer, positions));
+  };
+  pg::Result r =
+      first ? std::move(first) : pg::Exec(s, kPollOp, lock, lock_params());
   if (r.rows() == 0) {
     // Nothing free: every position is held, or none exists yet. Asked
     // first because an insert would wait on a held row (its holder's
@@ -98,7 +163,7 @@ bool LockPosition(ClientCore& core, pg::Session s, const TopicInfo& topic,
             .Add(std::string(kStartSnapshot))
             .Add(topic.partitions));
     if (made.rows() == 0) return false;
-    r = pg::Exec(s, kPollOp, lock, params);
+    r = pg::Exec(s, kPollOp, lock, lock_params());
     if (r.rows() == 0) return false;
   }
   const pg::Result& row = r;
@@ -197,12 +262,16 @@ LogMark ProbeLog(ClientCore& core, pg::Session s, const TopicInfo& t) {
   return ReadMark(r, 0);
 }
 
+bool ProbePositionsCitus(ClientCore& core, pg::Session s, const TopicInfo& t,
+                         const std::string& consumer, LogMark& mark);
+
 // Whether a Poll of the consumer may find something: a look at every
 // position (an index probe or two per partition). Also the log's mark as
 // this statement saw it.
 bool ProbePositions(ClientCore& core, pg::Session s, const TopicInfo& t,
                     const std::string& consumer, LogMark& mark) {
   const std::string message = core.MessageTable(t.id);
+  if (core.citus()) return ProbePositionsCitus(core, s, t, consumer, mark);
   // A consumer without positions has everything ahead of it.
   pg::Result r = pg::Exec(
       s, "Wait",
@@ -217,6 +286,22 @@ bool ProbePositions(ClientCore& core, pg::Session s, const TopicInfo& t,
       pg::Params().Add(t.id).Add(consumer).Add(message));
   mark = ReadMark(r, 1);
   return pg::Bool(r, 0, 0);
+}
+
+// ProbePositions on Citus: the log's mark first (reading it earlier than
+// the positions only widens what the quick probes catch), then the
+// partitions' looks.
+bool ProbePositionsCitus(ClientCore& core, pg::Session s, const TopicInfo& t,
+                         const std::string& consumer, LogMark& mark) {
+  mark = ProbeLog(core, s, t);
+  bool positions = false;
+  const std::string found = CitusHasNew(core, s, t, consumer, positions);
+  if (positions) return found != "{}";
+  // LIMIT in the outer query: Citus stops each shard at one row.
+  return pg::Exec(s, "Wait",
+                  "/* compaction:Wait:any */ SELECT 1 FROM " +
+                      core.MessageTable(t.id) + " m LIMIT 1")
+             .rows() > 0;
 }
 
 }  // namespace

@@ -44,6 +44,11 @@
 // under a snapshot taken after the previous holder committed; so D, W and
 // the cursor it reads are the latest, and two instances never read one
 // partition at once.
+//
+// On Citus the same read runs on the partition's shard with W taken on the
+// coordinator (whose transaction ids every message stores), after a look
+// on the shard for prepared two-phase parts that W may already count as
+// ended; doc/citus.md ("Consumers on Citus") gives the orderings.
 #include "consume_read.hpp"
 
 #include <string>
@@ -62,11 +67,13 @@ std::string Columns(const std::string& alias) {
 }
 
 // True when message `m` is its key's head (the reading statement's view).
+// On Citus the head row is matched on its partition too, so that the
+// lookup stays on the message's shard.
 std::string IsHeadSql(const ClientCore& core, std::int64_t topic_id,
                       const std::string& m) {
   return "EXISTS (SELECT 1 FROM " + core.HeadTable(topic_id) +
          " h WHERE h.message_key = " + m + ".message_key AND h.head_id = " + m +
-         ".id)";
+         ".id" + (core.citus() ? " AND h.partition = $1::integer" : "") + ")";
 }
 
 // $1 partition, $2 D, $3 W (NULL: this statement's snapshot), $4/$5 the
@@ -114,6 +121,7 @@ std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
 
 struct Window {
   std::string snapshot;  // W as read
+  bool held = false;     // Citus: not opened, a prepared writer on the shard
   std::vector<RawDelivery> rows;
   std::optional<std::string> last_xid;
 };
@@ -135,10 +143,57 @@ std::pair<std::string, std::int64_t> RangeStart(const Position& at) {
   return {xmax, 0};
 }
 
+// On Citus, the coordinator's snapshot for a new window W and the name of
+// the partition's shard of the message table, in one statement.
+std::pair<std::string, std::string> CitusWindow(ClientCore& core, pg::Session s,
+                                                std::int64_t topic_id,
+                                                int partition) {
+  pg::Result r =
+      pg::Exec(s, "Poll",
+               "/* compaction:Poll:window */ SELECT "
+               "pg_catalog.pg_current_snapshot()::text, pg_catalog.shard_name("
+               "$1::regclass, pg_catalog.get_shard_id_for_distribution_column("
+               "$1::regclass, $2::integer))::text",
+               pg::Params().Add(core.MessageTable(topic_id)).Add(partition));
+  return {std::string(pg::Text(r, 0, 0)), std::string(pg::Text(r, 0, 1))};
+}
+
+// On Citus, whether a prepared transaction (the worker's part of a
+// two-phase commit; pg_locks shows its locks with no pid) holds a lock on
+// the partition's shard. One statement routed to the shard's worker (the
+// LIMIT 0 lookup of the message table is what routes it); it must run
+// after W is taken and before the statement whose snapshot reads the
+// window (doc/citus.md, "Consumers on Citus").
+bool PreparedOnShard(ClientCore& core, pg::Session s, std::int64_t topic_id,
+                     int partition, const std::string& shard) {
+  pg::Result r = pg::Exec(
+      s, "Poll",
+      "/* compaction:Poll:prepared */ SELECT EXISTS (SELECT 1 FROM "
+      "pg_catalog.pg_locks l WHERE l.relation = pg_catalog.to_regclass("
+      "$2::text) AND l.pid IS NULL) FROM (SELECT) one "
+      "LEFT JOIN LATERAL (SELECT 1 FROM " +
+          core.MessageTable(topic_id) +
+          " m WHERE m.partition = $1::integer LIMIT 0) x ON true",
+      pg::Params().Add(partition).Add(shard));
+  return pg::Bool(r, 0, 0);
+}
+
 Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
-                  int partition, bool heads_only, int limit,
-                  const Position& at) {
+                  int partition, bool heads_only, int limit, Position at) {
   constexpr const char* kOp = "Poll";
+  if (core.citus() && !at.read) {
+    // W is the coordinator's: every stored xid is (doc/citus.md). A
+    // two-phase writer visible in W may still be prepared on the shard:
+    // then the window is not opened and the position stays where it is.
+    auto [w, shard] = CitusWindow(core, s, topic_id, partition);
+    if (PreparedOnShard(core, s, topic_id, partition, shard)) {
+      Window held;
+      held.snapshot = at.done;
+      held.held = true;
+      return held;
+    }
+    at.read = std::move(w);
+  }
   const std::pair<std::string, std::int64_t> start = RangeStart(at);
   pg::Result r = pg::Exec(s, kOp, ReadSql(core, topic_id, heads_only),
                           pg::Params()
@@ -207,7 +262,7 @@ std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
       position.cursor_id.reset();
     }
     for (RawDelivery& d : w.rows) out.push_back(std::move(d));
-    if (full || fresh) break;
+    if (full || fresh || w.held) break;
   }
   return out;
 }

@@ -12,7 +12,10 @@
 #
 # WORKLOADS (default "inc produce") may add "batch": produce_batch_<id> of
 # 100 compacted messages over consecutive keys (on Citus: both workers, a
-# two-phase commit), the function ProduceBatch calls.
+# two-phase commit), the function ProduceBatch calls; and "consume":
+# CONSUME_MESSAGES (default 10000) messages produced (not measured), then
+# consumed by test/bench/consume_once (Consumer::Poll, batch 500, one
+# consumer over the 4 partitions); its figures are per message.
 #
 # Needs citus.so (exit 77 without it, like the `citus` tests) and a built
 # compactiond (for `schema install` and `topic register`).
@@ -23,6 +26,8 @@ rounds=${1:-3}
 secs=${2:-15}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 daemon=${COMPACTIOND:-$root/build/daemon/compactiond}
+consume_once=${CONSUME_ONCE:-$root/build/test/bench/consume_once}
+consume_messages=${CONSUME_MESSAGES:-10000}
 nkeys=10000
 work=$(mktemp -d /tmp/ccmp.XXXXXX)
 single=$(mktemp -d /tmp/cpg.XXXXXX)
@@ -46,6 +51,9 @@ prepare() {
     "$daemon" schema install >/dev/null
     "$daemon" topic register bench --partitions 4 >/dev/null
     id=$("$PG_BIN/psql" -qAtX -c "SELECT id FROM compaction.topic WHERE name = 'bench'")
+    cat >"$work/${name}_fill.sql" <<SQL
+SELECT count(*) FROM compaction.produce_batch_$id(ARRAY(SELECT pg_catalog.gen_random_uuid()::text FROM pg_catalog.generate_series(1, $consume_messages) i), pg_catalog.array_fill(1, ARRAY[$consume_messages]), pg_catalog.array_fill(0::bigint, ARRAY[$consume_messages]), pg_catalog.array_fill('{"value": 1}'::jsonb, ARRAY[$consume_messages]));
+SQL
     cat >"$work/${name}_batch.sql" <<SQL
 \\set k random(1, :nkeys)
 SELECT count(*) FROM compaction.produce_batch_$id(ARRAY(SELECT (:k + i)::text FROM pg_catalog.generate_series(0, 99) i), pg_catalog.array_fill(1, ARRAY[100]), pg_catalog.array_fill(0::bigint, ARRAY[100]), pg_catalog.array_fill('{"value": 1}'::jsonb, ARRAY[100]));
@@ -76,11 +84,49 @@ declare -A dirs=([single]="$single/data"
                  [worker1]="$cluster/worker1" [worker2]="$cluster/worker2")
 hz=$(getconf CLK_TCK)
 
+# The consume cell of target $1 (nodes $2...): fills, then consumes and
+# measures; CPU per message.
+consume_cell() {
+  local target=$1 before=() after=() n out msgs start end
+  shift
+  local envfile
+  envfile=$([[ $target == single ]] && echo "$single/env" || echo "$cluster/env")
+  (
+    # shellcheck disable=SC1090
+    . "$envfile"
+    "$PG_BIN/psql" -qAtX -f "$work/${target}_fill.sql" >/dev/null
+  )
+  for n in "$@"; do before+=("$(ticks "${dirs[$n]}")"); done
+  start=$(date +%s.%N)
+  out=$(
+    # shellcheck disable=SC1090
+    . "$envfile"
+    "$consume_once" bench bench 4
+  )
+  end=$(date +%s.%N)
+  for n in "$@"; do after+=("$(ticks "${dirs[$n]}")"); done
+  msgs=$(sed -n 's/^messages=\([0-9]*\).*/\1/p' <<<"$out")
+  [[ -n "$msgs" && "$msgs" -gt 0 ]] || { echo "consume failed: $out" >&2; exit 1; }
+  local rate line
+  rate=$(awk -v m="$msgs" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", m / (b - a) }')
+  line="consume $target msgs_per_s=$rate msgs=$msgs ${out#messages=* }"
+  local i=0
+  for n in "$@"; do
+    line+=" ${n}_us_per_msg=$(( (after[i] - before[i]) * 1000000 / hz / msgs ))"
+    i=$((i + 1))
+  done
+  echo "$line"
+}
+
 # One cell: workload $1 on target $2 (single|citus); prints a result line.
 cell() {
   local w=$1 target=$2 before=() after=() nodes n out tx tps
   if [[ $target == single ]]; then nodes=(single); else
     nodes=(coordinator worker1 worker2); fi
+  if [[ $w == consume ]]; then
+    consume_cell "$target" "${nodes[@]}"
+    return
+  fi
   for n in "${nodes[@]}"; do before+=("$(ticks "${dirs[$n]}")"); done
   out=$(
     # shellcheck disable=SC1090
