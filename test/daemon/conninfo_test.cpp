@@ -85,7 +85,7 @@ TEST_CASE("an invalid db value is never quoted") {
 // stats-timeout reaches the library as a session setting, not rendered into
 // the conninfo's options (which stay the user's, PGOPTIONS left to the
 // library).
-TEST_CASE("stats-timeout is a session setting; the options stay the user's") {
+TEST_CASE("stats-timeout is a session setting, the options stay the user's") {
   test::ScopedEnv env("PGOPTIONS", "-c work_mem=3MB");
   Invocation inv = ParseInvocation(
       {"--db", "host=h options='-c lock_timeout=1s'", "--stats-timeout", "3s",

@@ -669,7 +669,7 @@ TEST_CASE("the cleaner has its own claim, separate from the sweep's") {
   CHECK(janitor.CompactLog("claim").deleted == 1);
 }
 
-TEST_CASE("Cancel stops a cleaner pass; its batch rolls back") {
+TEST_CASE("Cancel stops a cleaner pass, its batch rolls back") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("cancel");
   topic.Register(Immediate());

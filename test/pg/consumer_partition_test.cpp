@@ -83,7 +83,7 @@ TEST_CASE("partitions are set at creation and fixed afterwards") {
   CHECK(four.Info().partitions == 4);
 }
 
-TEST_CASE("a key's messages share a partition; unkeyed ones spread") {
+TEST_CASE("a key's messages share a partition, unkeyed ones spread") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("spread");
   topic.Register(Partitions(4));

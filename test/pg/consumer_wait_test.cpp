@@ -41,7 +41,7 @@ TEST_CASE("Wait answers whether a Poll may find something new") {
   CHECK_FALSE(consumer.Wait(0ms));
 }
 
-TEST_CASE("Wait wakes soon after a commit; latency recorded") {
+TEST_CASE("Wait wakes soon after a commit, latency recorded") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("wake");
   topic.Register();

@@ -79,7 +79,7 @@ TEST_CASE(
 
 TEST_CASE(
     "privilege: topic settings change only through the owner role (or a "
-    "role it grants the UPDATE); the app role registers new topics with "
+    "role it grants the UPDATE), the app role registers new topics with "
     "settings and existing ones unchanged") {
   RoleFixture f;
   auto app = f.ClientAs("app");
@@ -114,7 +114,7 @@ TEST_CASE(
   // A role the owner grants the UPDATE of the settings may change them.
   f.db.raw().Query(
       "GRANT UPDATE (headless_ttl_ms, retention_ms, "
-      "tombstone_retention_ms, updated_at) ON " +
+      "tombstone_retention_ms, consumer_inactive_after_ms, updated_at) ON " +
       f.db.QuotedSchema() + ".topic TO \"" + f.Login("app") + "\"");
   CHECK(topic.Register(hour).retention == std::chrono::hours(1));
 }

@@ -361,7 +361,7 @@ TEST_CASE("concurrent batches over overlapping keys never deadlock") {
                      "WHERE m.id IS NULL") == 0);
 }
 
-TEST_CASE("the app role produces batches; janitor and monitor cannot",
+TEST_CASE("the app role produces batches, janitor and monitor cannot",
           "[direct]") {
   testing::RoleFixture f;
   auto app = f.ClientAs("app");
@@ -382,7 +382,7 @@ TEST_CASE("the app role produces batches; janitor and monitor cannot",
 
 TEST_CASE(
     "a batch producer that outlived Destroy and Register elsewhere works on "
-    "the new topic; Destroy drops the batch function") {
+    "the new topic, Destroy drops the batch function") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("again");
   topic.Register();

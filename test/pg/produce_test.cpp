@@ -37,7 +37,7 @@ TEST_CASE("a compacted produce fills an existing headless row") {
   CHECK(row[0][3] != idle_updated);
 }
 
-TEST_CASE("created_at never changes; updated_at changes only with the head") {
+TEST_CASE("created_at never changes, updated_at changes only with the head") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("times");
   topic.Register();
