@@ -256,6 +256,37 @@ TEST_CASE("LockCompactionHead takes one round trip in every state of the key") {
   }
 }
 
+// LockCompactionHead's documented savepoint rule: the library cannot see
+// the caller's own SAVEPOINT / ROLLBACK TO SAVEPOINT, so the key stays
+// remembered as locked (on the safe side) after the rollback released it.
+TEST_CASE(
+    "a rollback to the caller's own savepoint does not forget a locked key") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("savepoint_locked");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  Tx tx = db.client().Begin();
+  auto exec = [&](const char* sql) {
+    PGresult* r = PQexec(tx.native_handle(), sql);
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    REQUIRE(ok);
+  };
+  exec("SAVEPOINT mine");
+  CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());
+  exec("ROLLBACK TO SAVEPOINT mine");
+  CHECK_THROWS_AS(producer.ProduceInTx(tx, Counter{1}, ProduceOptions{"k", {}}),
+                  compaction::InvalidArgument);
+  // Refused before anything was sent: the transaction is still usable.
+  producer.ProduceInTx(tx, Counter{2}, ProduceOptions{"other", {}});
+  tx.Commit();
+  CHECK(db.raw().Int("SELECT count(*) FROM " +
+                     db.MessageTable("savepoint_locked") +
+                     " WHERE message_key = 'k'") == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " +
+                     db.MessageTable("savepoint_locked")) == 1);
+}
+
 TEST_CASE(
     "a lock_timeout beyond PostgreSQL's limit is rejected before any "
     "statement") {
