@@ -287,6 +287,30 @@ TEST_CASE(
                      db.MessageTable("savepoint_locked")) == 1);
 }
 
+// Statements built once per topic are found on a connection by a slot
+// number of their client; a transaction of another client, whose slots
+// name other statements, must still run the handle's own statement.
+TEST_CASE("a topic handle locks through another client's transaction") {
+  LiveDb db;
+  auto a = db.client().Topic<Counter>("slots_a");
+  a.Register();
+  compaction::Client other = db.NewClient(1);
+  auto b = other.Topic<Counter>("slots_b");
+  b.Register();
+  // Each client's first topic takes the same slots: b's lock is prepared
+  // in the slot that a's lock has in its own client.
+  other.InTransaction([&](Tx& tx) { b.Key("b-key").LockCompactionHead(tx); });
+  db.client().InTransaction(
+      [&](Tx& tx) { a.Key("a-key").LockCompactionHead(tx); });
+  Tx tx = other.Begin();
+  CHECK_FALSE(a.Key("crossed").LockCompactionHead(tx).has_value());
+  tx.Commit();
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("slots_a") +
+                     " WHERE message_key = 'crossed'") == 1);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("slots_b") +
+                     " WHERE message_key = 'crossed'") == 0);
+}
+
 TEST_CASE(
     "a lock_timeout beyond PostgreSQL's limit is rejected before any "
     "statement") {
