@@ -29,6 +29,9 @@ std::string RandomStatementPrefix() {
 const std::string& PreparedCache::Prepare(pg_conn* conn, const char* operation,
                                           const std::string& sql, int n_params,
                                           std::size_t slot) {
+  // The slot vector grows to the highest slot used: a client touching
+  // thousands of topics finds its later ones by text instead.
+  if (slot >= kMaxSlots) slot = kNoSlot;
   if (slot != kNoSlot) {
     if (slot < by_slot_.size() && !by_slot_[slot].name.empty() &&
         by_slot_[slot].sql == sql) {

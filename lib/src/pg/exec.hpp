@@ -78,6 +78,9 @@ class PreparedCache {
 
   // Statements kept per connection before the cache starts over.
   static constexpr std::size_t kMaxPrepared = 512;
+  // FixedSql slots indexed directly (4 per topic: the first 512 topics of
+  // a client); higher ones are looked up by text.
+  static constexpr std::size_t kMaxSlots = 2048;
 
  private:
   std::unordered_map<std::string, std::string> names_;
