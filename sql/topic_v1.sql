@@ -221,6 +221,11 @@ REVOKE ALL ON FUNCTION {schema}.produce_{id}(text, integer, bigint, jsonb)
 -- SECURITY INVOKER (the default): it does exactly what the application
 -- role's grants allow it to do itself (SELECT, INSERT (message_key),
 -- UPDATE (updated_at, idle_since) on the heads), so it lends no privilege.
+-- No SET search_path clause: it costs a GUC save and restore on every call
+-- (3-6 us of backend CPU of a 50-100 us lock; test/bench/RESULTS.md), and
+-- the body needs none: every table, function and operator in it is
+-- schema-qualified, so a caller's search_path, hostile or not, resolves
+-- nothing in it (test/pg/search_path_test.cpp calls it under the traps).
 --
 -- status: 'h' the row is locked and has a head (the message columns hold
 -- it; payload NULL is a tombstone), 'e' the row is locked and headless,
@@ -234,25 +239,26 @@ CREATE FUNCTION {schema}.lock_{id}(
     OUT schema_version integer, OUT compaction_rank bigint,
     OUT created_at timestamptz, OUT payload jsonb)
   LANGUAGE plpgsql
-  SET search_path = pg_catalog, pg_temp
 AS $lock$
 #variable_conflict use_column
 DECLARE
   v_head bigint;
 BEGIN
-  IF NOT p_guarded AND current_setting('lock_timeout') <> '0' THEN
+  IF NOT p_guarded
+     AND pg_catalog.current_setting('lock_timeout')
+         OPERATOR(pg_catalog.<>) '0' THEN
     status := 'g';
     RETURN;
   END IF;
   FOR v_round IN 1..16 LOOP
     SELECT h.head_id INTO v_head FROM {schema}.compaction_head_{id} h
-      WHERE h.message_key = p_key FOR UPDATE OF h;
+      WHERE h.message_key OPERATOR(pg_catalog.=) p_key FOR UPDATE OF h;
     IF FOUND THEN
       IF v_head IS NULL THEN
         UPDATE {schema}.compaction_head_{id} h
-          SET updated_at = statement_timestamp(),
-              idle_since = statement_timestamp()
-          WHERE h.message_key = p_key;
+          SET updated_at = pg_catalog.statement_timestamp(),
+              idle_since = pg_catalog.statement_timestamp()
+          WHERE h.message_key OPERATOR(pg_catalog.=) p_key;
         status := 'e';
         RETURN;
       END IF;
@@ -261,7 +267,8 @@ BEGIN
              m.created_at, m.payload
         INTO id, message_key, schema_version, compaction_rank, created_at,
              payload
-        FROM {schema}.message_{id} m WHERE m.id = v_head;
+        FROM {schema}.message_{id} m
+        WHERE m.id OPERATOR(pg_catalog.=) v_head;
       status := 'h';
       RETURN;
     END IF;

@@ -19,9 +19,25 @@
 #include "compaction/tx.hpp"
 #include "pg/connection.hpp"
 #include "pg/errors.hpp"
+#include "pg/exec.hpp"
 #include "pg/pool.hpp"
 
 namespace compaction::detail {
+
+// The SQL text of a topic's per-transaction statements, built once per topic
+// instead of on every call (string building showed in the client's CPU
+// profile; test/bench/RESULTS.md). A topic id is never reused and a topic's
+// partition count never changes, so the text for an id stays right.
+struct TopicSql {
+  pg::FixedSql lock;               // lock.cpp, LockSql
+  pg::FixedSql produce_compacted;  // produce.cpp, CompactedInsertSql
+  pg::FixedSql produce_keyed;      // produce.cpp, PlainInsertSql
+  pg::FixedSql produce_unkeyed;
+};
+
+// The look-up of a topic by name in `schema` (topics.cpp), for
+// ClientCore to build once.
+std::string ResolveTopicSql(const std::string& schema);
 
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
@@ -31,6 +47,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   ClientCore(pg::ConnParams params, ClientOptions options)
       : options_(std::move(options)),
         schema_(pg::QuoteIdentifier(options_.schema)),
+        resolve_sql_{ResolveTopicSql(schema_), 0},
         params_(params),
         pool_(std::move(params), options_.session_settings,
               options_.application_name, options_.pool_size,
@@ -45,6 +62,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void set_citus(bool citus) { citus_.store(citus, std::memory_order_relaxed); }
   // The quoted schema identifier, ready to splice into SQL.
   const std::string& schema() const { return schema_; }
+  // The statement ResolveTopic runs (once per transaction that touches a
+  // topic), built once.
+  const pg::FixedSql& resolve_sql() const { return resolve_sql_; }
   pg::Pool& pool() { return pool_; }
   // What the pool's connections are opened with (before ForConnection).
   const pg::ConnParams& params() const { return params_; }
@@ -64,14 +84,24 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void CacheTopic(const TopicInfo& topic);
   void ForgetTopic(const std::string& name);
 
+  // `topic`'s statements (topics.cpp), built on first use. The reference
+  // stays valid for the life of the core.
+  const TopicSql& Sql(const TopicInfo& topic);
+
  private:
   const ClientOptions options_;
   const std::string schema_;
+  const pg::FixedSql resolve_sql_;  // slot 0
   const pg::ConnParams params_;
   pg::Pool pool_;
   std::mutex cache_mutex_;
   std::unordered_map<std::string, TopicInfo> topics_;
   std::atomic<bool> citus_{false};
+  std::mutex sql_mutex_;
+  // By topic id and Citus profile (the plain insert differs on Citus). The
+  // client's topics are few: entries are never dropped.
+  std::unordered_map<std::int64_t, std::unique_ptr<const TopicSql>> sql_[2];
+  std::size_t next_slot_ = 1;
 };
 
 // A message a transaction wrote, as its INSERT ... RETURNING said: the

@@ -40,16 +40,6 @@ std::string KeyShard(const ClientCore& core, const TopicInfo& t,
          n + " + " + n + ") % " + n + ")::integer";
 }
 
-// The lock loop runs in the topic's lock_<id> function (sql/topic_v1.sql):
-// one statement, so one round trip, whether the key is new, headless or has
-// a head, and no row version written when it has one.
-std::string LockSql(const ClientCore& core, std::int64_t id) {
-  // The marker comment lets tests find this statement in pg_stat_activity.
-  return "/* compaction:LockCompactionHead */ SELECT m.status, " +
-         std::string(kMessageColumns) + " FROM " + core.schema() + ".lock_" +
-         std::to_string(id) + "($1::text, $2::boolean) m";
-}
-
 struct Locked {
   // false: the session has a lock_timeout, so nothing was done; the lock
   // must be taken again inside a savepoint.
@@ -59,11 +49,11 @@ struct Locked {
 
 // `guarded`: the caller runs this inside a savepoint, which a lock timeout
 // may roll back to.
-Locked LockOnce(ClientCore& core, pg::Session s, std::int64_t topic_id,
+Locked LockOnce(ClientCore& core, pg::Session s, const TopicInfo& topic,
                 const std::string& key, bool guarded) {
   constexpr const char* kOp = "LockCompactionHead";
   const pg::Result row =
-      pg::Exec(s, kOp, LockSql(core, topic_id),
+      pg::Exec(s, kOp, core.Sql(topic).lock,
                pg::Params().Add(key).Add(std::string(guarded ? "t" : "f")));
   if (row.rows() != 1) {
     throw InternalError(kOp, "the lock function returned no row");
@@ -156,6 +146,16 @@ auto InSavepoint(pg::Session s,
 
 }  // namespace
 
+// The lock loop runs in the topic's lock_<id> function (sql/topic_v1.sql):
+// one statement, so one round trip, whether the key is new, headless or has
+// a head, and no row version written when it has one.
+std::string LockSql(const ClientCore& core, std::int64_t id) {
+  // The marker comment lets tests find this statement in pg_stat_activity.
+  return "/* compaction:LockCompactionHead */ SELECT m.status, " +
+         std::string(kMessageColumns) + " FROM " + core.schema() + ".lock_" +
+         std::to_string(id) + "($1::text, $2::boolean) m";
+}
+
 LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
                       const std::string& key, const LockOptions& options) {
   constexpr const char* kOp = "LockCompactionHead";
@@ -172,7 +172,7 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
   // id it resolved then holds.
   std::optional<TopicInfo> info = state.TouchedTopic(topic);
   if (!info) info = ResolveTopic(core, s, kOp, topic);
-  auto guarded = [&] { return LockOnce(core, s, info->id, key, true).head; };
+  auto guarded = [&] { return LockOnce(core, s, *info, key, true).head; };
   std::optional<RawStored> head;
   try {
     if (options.lock_timeout) {
@@ -183,7 +183,7 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
       // per lock. With one the caller set, the function does nothing and
       // says so; its expiry inside a savepoint is then a LockTimeout that
       // leaves the transaction usable, as with LockOptions.
-      Locked locked = LockOnce(core, s, info->id, key, false);
+      Locked locked = LockOnce(core, s, *info, key, false);
       head = locked.done ? std::move(locked.head)
                          : InSavepoint(s, std::nullopt, guarded);
     }

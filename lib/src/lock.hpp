@@ -17,6 +17,10 @@ struct LockedRow {
 
 // LockHead, keeping a tombstone head (its schema_version and rank still
 // decide what can win over it).
+// The statement calling the topic's lock_<id> (built once per topic:
+// ClientCore::Sql).
+std::string LockSql(const ClientCore& core, std::int64_t id);
+
 LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
                       const std::string& key, const LockOptions& options);
 

@@ -54,6 +54,8 @@ constexpr const char* kOp = "Produce";
 constexpr const char* kXidFirst =
     "xid_first AS MATERIALIZED (SELECT pg_catalog.pg_current_xact_id())";
 
+}  // namespace
+
 // A keyed message names its key's partition (sql/topic_v1.sql, the
 // partition column and its CHECK); an unkeyed one takes the column's
 // default, which spreads by the id the row draws.
@@ -91,9 +93,12 @@ std::string CompactedInsertSql(const ClientCore& core, std::int64_t id) {
          "($1::text, $2::integer, $4::bigint, $3::jsonb) p";
 }
 
-pg::Statement BuildProduce(const ClientCore& core, const TopicInfo& topic,
+namespace {
+
+pg::Statement BuildProduce(ClientCore& core, const TopicInfo& topic,
                            const Outgoing& message,
                            const ProduceOptions& options) {
+  const TopicSql& sql = core.Sql(topic);
   pg::Statement st;
   st.params.Add(options.message_key).Add(message.schema_version);
   if (message.tombstone) {
@@ -103,9 +108,13 @@ pg::Statement BuildProduce(const ClientCore& core, const TopicInfo& topic,
   }
   if (options.compaction) {
     st.params.Add(options.compaction->rank);
-    st.sql = CompactedInsertSql(core, topic.id);
+    st.sql = sql.produce_compacted.text;
+    st.slot = sql.produce_compacted.slot;
   } else {
-    st.sql = PlainInsertSql(core, topic, options.message_key.has_value());
+    const pg::FixedSql& plain =
+        options.message_key ? sql.produce_keyed : sql.produce_unkeyed;
+    st.sql = plain.text;
+    st.slot = plain.slot;
   }
   return st;
 }
@@ -127,7 +136,7 @@ WrittenMessage Written(const TopicInfo& topic, const ProduceOptions& options,
 ProduceResult Run(ClientCore& core, pg::Session s, const TopicInfo& topic,
                   const Outgoing& message, const ProduceOptions& options) {
   const pg::Statement st = BuildProduce(core, topic, message, options);
-  pg::Result r = pg::Exec(s, kOp, st.sql, st.params);
+  pg::Result r = pg::ExecStatement(s, kOp, st);
   return Decode(r);
 }
 

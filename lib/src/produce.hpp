@@ -5,6 +5,7 @@
 
 #include "compaction/detail/entry_points.hpp"
 #include "compaction/message.hpp"
+#include "core.hpp"
 
 namespace compaction::detail {
 
@@ -19,5 +20,11 @@ void ValidateProduce(const char* operation, const Outgoing& message,
 // sql/topic_v1.sql (a stable hash of the key, non-negative without abs(),
 // which fails on the smallest bigint).
 std::string PartitionOfKeySql(const std::string& key_sql, int partitions);
+
+// The statements of a produce to `topic` (built once per topic:
+// ClientCore::Sql): a plain insert, keyed or not, and the compacted one.
+std::string PlainInsertSql(const ClientCore& core, const TopicInfo& topic,
+                           bool keyed);
+std::string CompactedInsertSql(const ClientCore& core, std::int64_t id);
 
 }  // namespace compaction::detail

@@ -7,6 +7,8 @@
 
 #include "compaction/client.hpp"
 #include "compaction/topic_events.hpp"
+#include "lock.hpp"
+#include "produce.hpp"
 #include "schema.hpp"
 #include "tx_internal.hpp"
 #include "validate.hpp"
@@ -128,19 +130,23 @@ void UpdateChangedSettings(ClientCore& core, pg::Session s,
   throw error;
 }
 
-pg::Statement ResolveTopicStatement(const ClientCore& core,
-                                    const std::string& name) {
+std::string ResolveTopicSql(const std::string& schema) {
   // The fingerprint through to_jsonb: a database from a build before the
   // column existed answers NULL instead of failing (and aborting the
   // caller's transaction).
-  return {std::string("SELECT ") + kTopicColumns +
-              ", v.version, "
-              "pg_catalog.to_jsonb(v) ->> 'fingerprint', "
-              "pg_catalog.current_setting('lock_timeout') FROM " +
-              core.schema() + ".topic t LEFT JOIN " + core.schema() +
-              ".schema_version v ON v.topic_id = t.id "
-              "WHERE t.name = $1::text",
-          pg::Params().Add(name)};
+  return std::string("SELECT ") + kTopicColumns +
+         ", v.version, "
+         "pg_catalog.to_jsonb(v) ->> 'fingerprint', "
+         "pg_catalog.current_setting('lock_timeout') FROM " +
+         schema + ".topic t LEFT JOIN " + schema +
+         ".schema_version v ON v.topic_id = t.id "
+         "WHERE t.name = $1::text";
+}
+
+pg::Statement ResolveTopicStatement(const ClientCore& core,
+                                    const std::string& name) {
+  return {core.resolve_sql().text, pg::Params().Add(name),
+          core.resolve_sql().slot};
 }
 
 TopicInfo ParseResolvedTopic(const pg::Result& r, const char* operation,
@@ -161,8 +167,8 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
   ValidateTopicName(operation, name);
   pg::Result r;
   try {
-    const pg::Statement q = ResolveTopicStatement(core, name);
-    r = pg::Exec(session, operation, q.sql, q.params);
+    r = pg::Exec(session, operation, core.resolve_sql(),
+                 pg::Params().Add(name));
   } catch (const DatabaseError& e) {
     RethrowSchemaMissing(core, operation, e);
   }
@@ -276,6 +282,22 @@ TopicInfo FindTopic(ClientCore& core, const std::string& name) {
   });
   core.CacheTopic(topic);
   return topic;
+}
+
+const TopicSql& ClientCore::Sql(const TopicInfo& topic) {
+  const bool on_citus = citus();
+  std::lock_guard lock(sql_mutex_);
+  std::unique_ptr<const TopicSql>& slot = sql_[on_citus][topic.id];
+  if (!slot) {
+    const std::size_t at = next_slot_;
+    next_slot_ += 4;
+    slot = std::make_unique<const TopicSql>(
+        TopicSql{{LockSql(*this, topic.id), at},
+                 {CompactedInsertSql(*this, topic.id), at + 1},
+                 {PlainInsertSql(*this, topic, true), at + 2},
+                 {PlainInsertSql(*this, topic, false), at + 3}});
+  }
+  return *slot;
 }
 
 }  // namespace compaction::detail

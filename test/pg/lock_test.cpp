@@ -256,6 +256,61 @@ TEST_CASE("LockCompactionHead takes one round trip in every state of the key") {
   }
 }
 
+// LockCompactionHead's documented savepoint rule: the library cannot see
+// the caller's own SAVEPOINT / ROLLBACK TO SAVEPOINT, so the key stays
+// remembered as locked (on the safe side) after the rollback released it.
+TEST_CASE(
+    "a rollback to the caller's own savepoint does not forget a locked key") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("savepoint_locked");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  Tx tx = db.client().Begin();
+  auto exec = [&](const char* sql) {
+    PGresult* r = PQexec(tx.native_handle(), sql);
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    REQUIRE(ok);
+  };
+  exec("SAVEPOINT mine");
+  CHECK_FALSE(topic.Key("k").LockCompactionHead(tx).has_value());
+  exec("ROLLBACK TO SAVEPOINT mine");
+  CHECK_THROWS_AS(producer.ProduceInTx(tx, Counter{1}, ProduceOptions{"k", {}}),
+                  compaction::InvalidArgument);
+  // Refused before anything was sent: the transaction is still usable.
+  producer.ProduceInTx(tx, Counter{2}, ProduceOptions{"other", {}});
+  tx.Commit();
+  CHECK(db.raw().Int("SELECT count(*) FROM " +
+                     db.MessageTable("savepoint_locked") +
+                     " WHERE message_key = 'k'") == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " +
+                     db.MessageTable("savepoint_locked")) == 1);
+}
+
+// Statements built once per topic are found on a connection by a slot
+// number of their client; a transaction of another client, whose slots
+// name other statements, must still run the handle's own statement.
+TEST_CASE("a topic handle locks through another client's transaction") {
+  LiveDb db;
+  auto a = db.client().Topic<Counter>("slots_a");
+  a.Register();
+  compaction::Client other = db.NewClient(1);
+  auto b = other.Topic<Counter>("slots_b");
+  b.Register();
+  // Each client's first topic takes the same slots: b's lock is prepared
+  // in the slot that a's lock has in its own client.
+  other.InTransaction([&](Tx& tx) { b.Key("b-key").LockCompactionHead(tx); });
+  db.client().InTransaction(
+      [&](Tx& tx) { a.Key("a-key").LockCompactionHead(tx); });
+  Tx tx = other.Begin();
+  CHECK_FALSE(a.Key("crossed").LockCompactionHead(tx).has_value());
+  tx.Commit();
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("slots_a") +
+                     " WHERE message_key = 'crossed'") == 1);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("slots_b") +
+                     " WHERE message_key = 'crossed'") == 0);
+}
+
 TEST_CASE(
     "a lock_timeout beyond PostgreSQL's limit is rejected before any "
     "statement") {

@@ -108,3 +108,39 @@ TEST_CASE(
   ExerciseLibrary(client);
   CHECK(traps.Hits() == armed);
 }
+
+// lock_<id> has no SET search_path clause (a GUC save and restore per call,
+// sql/topic_v1.sql): it relies on qualifying everything in its body. A
+// caller outside the library, under the database's hostile search_path,
+// runs no planted object through it, in any state of the key.
+TEST_CASE("lock_<id> called under a hostile search_path runs no trap") {
+  TrapDb traps;
+  ClientOptions options = ClientOptionsForTests();
+  options.schema = Unique("s_");
+  Client client = Client::Connect(ClientConninfo(traps.conninfo()), options);
+  client.InstallSchema();
+  auto topic = client.Topic<Counter>("called");
+  const std::int64_t id = topic.Register().id;
+  topic.RegisterProducer().Produce(Counter{1}, Compacted("head"));
+  client.InTransaction(
+      [&](Tx& tx) { topic.Key("headless").LockCompactionHead(tx); });
+  const std::int64_t armed = traps.Hits();
+  RawConn victim(traps.conninfo());
+  REQUIRE(victim.Value("SELECT pg_catalog.current_setting('search_path')") ==
+          "evil, public, pg_catalog");
+  const std::string call = "SELECT m.status FROM " + options.schema + ".lock_" +
+                           std::to_string(id) + "($1, false) m";
+  for (const char* key : {"new", "headless", "head"}) {
+    INFO(key);
+    victim.Query("BEGIN");
+    CHECK(victim.Value(call, {std::string(key)}) ==
+          (std::string(key) == "head" ? "h" : "e"));
+    victim.Query("COMMIT");
+  }
+  // The guarded check reads lock_timeout through the qualified name too.
+  victim.Query("BEGIN");
+  victim.Query("SET LOCAL lock_timeout = '1s'");
+  CHECK(victim.Value(call, {std::string("head")}) == "g");
+  victim.Query("COMMIT");
+  CHECK(traps.Hits() == armed);
+}

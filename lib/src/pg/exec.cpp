@@ -27,13 +27,23 @@ std::string RandomStatementPrefix() {
 }
 
 const std::string& PreparedCache::Prepare(pg_conn* conn, const char* operation,
-                                          const std::string& sql,
-                                          int n_params) {
-  auto it = names_.find(sql);
-  if (it != names_.end()) return it->second;
+                                          const std::string& sql, int n_params,
+                                          std::size_t slot) {
+  // The slot vector grows to the highest slot used: a client touching
+  // thousands of topics finds its later ones by text instead.
+  if (slot >= kMaxSlots) slot = kNoSlot;
+  if (slot != kNoSlot) {
+    if (slot < by_slot_.size() && !by_slot_[slot].name.empty() &&
+        by_slot_[slot].sql == sql) {
+      return by_slot_[slot].name;
+    }
+  } else {
+    auto it = names_.find(sql);
+    if (it != names_.end()) return it->second;
+  }
   // Generated SQL differs per topic, so a process that touches thousands
   // of topics would keep thousands of plans per backend: start over.
-  if (names_.size() >= kMaxPrepared) {
+  if (names_.size() + slotted_ >= kMaxPrepared) {
     Result cleared(PQexec(conn, "DEALLOCATE ALL"));
     if (!Succeeded(cleared.get())) ThrowError(operation, conn, cleared.get());
     Clear();
@@ -41,16 +51,26 @@ const std::string& PreparedCache::Prepare(pg_conn* conn, const char* operation,
   std::string name = prefix_ + std::to_string(next_++);
   Result result(PQprepare(conn, name.c_str(), sql.c_str(), n_params, nullptr));
   if (!Succeeded(result.get())) ThrowError(operation, conn, result.get());
-  return names_.emplace(sql, std::move(name)).first->second;
+  if (slot == kNoSlot)
+    return names_.emplace(sql, std::move(name)).first->second;
+  if (by_slot_.size() <= slot) by_slot_.resize(slot + 1);
+  // Counted even when it replaces another client's statement in the slot:
+  // that one stays prepared on the server until the cache starts over.
+  ++slotted_;
+  by_slot_[slot] = Slot{sql, std::move(name)};
+  return by_slot_[slot].name;
 }
 
-Result ExecUnchecked(Session session, const char* operation,
-                     const std::string& sql, const Params& params) {
+namespace {
+
+Result ExecUncheckedIn(Session session, const char* operation,
+                       const std::string& sql, std::size_t slot,
+                       const Params& params) {
   const std::vector<const char*> values = params.Pointers();
   Result result(nullptr, operation);
   if (session.cache != nullptr) {
-    const std::string& name =
-        session.cache->Prepare(session.conn, operation, sql, params.size());
+    const std::string& name = session.cache->Prepare(session.conn, operation,
+                                                     sql, params.size(), slot);
     result.reset(PQexecPrepared(session.conn, name.c_str(), params.size(),
                                 values.data(), nullptr, nullptr, 0));
   } else {
@@ -60,18 +80,41 @@ Result ExecUnchecked(Session session, const char* operation,
   return result;
 }
 
-Result Exec(Session session, const char* operation, const std::string& sql,
-            const Params& params) {
+Result ExecIn(Session session, const char* operation, const std::string& sql,
+              std::size_t slot, const Params& params) {
   if (session.needs_local_settings()) {
     // One round trip all the same: the settings ride in its pipeline.
     std::vector<Result> results =
-        ExecPipelined(session, operation, {Statement{sql, params}});
+        ExecPipelined(session, operation, {Statement{sql, params, slot}});
     return std::move(results.front());
   }
-  Result result = ExecUnchecked(session, operation, sql, params);
+  Result result = ExecUncheckedIn(session, operation, sql, slot, params);
   if (!Succeeded(result.get()))
     ThrowError(operation, session.conn, result.get());
   return result;
+}
+
+}  // namespace
+
+Result ExecUnchecked(Session session, const char* operation,
+                     const std::string& sql, const Params& params) {
+  return ExecUncheckedIn(session, operation, sql, kNoSlot, params);
+}
+
+Result Exec(Session session, const char* operation, const std::string& sql,
+            const Params& params) {
+  return ExecIn(session, operation, sql, kNoSlot, params);
+}
+
+Result Exec(Session session, const char* operation, const FixedSql& sql,
+            const Params& params) {
+  return ExecIn(session, operation, sql.text, sql.slot, params);
+}
+
+Result ExecStatement(Session session, const char* operation,
+                     const Statement& statement) {
+  return ExecIn(session, operation, statement.sql, statement.slot,
+                statement.params);
 }
 
 std::vector<Result> ExecPipelined(Session session, const char* operation,

@@ -40,6 +40,20 @@ class Params {
   std::vector<std::optional<std::string>> values_;
 };
 
+// No slot: the statement is looked up by its text.
+inline constexpr std::size_t kNoSlot = static_cast<std::size_t>(-1);
+
+// SQL text built once and kept for the life of its ClientCore
+// (ClientCore::Sql), with a slot number of its own in that core, so that a
+// connection finds its prepared statement by index instead of hashing the
+// text on every call. The text is compared all the same (a memcmp): a Tx
+// of one client may serve a topic handle of another, whose slots mean
+// other statements.
+struct FixedSql {
+  std::string text;
+  std::size_t slot = kNoSlot;
+};
+
 // "c<16 hex digits>_": a statement-name prefix no other cache shares.
 std::string RandomStatementPrefix();
 
@@ -47,11 +61,15 @@ std::string RandomStatementPrefix();
 // thread-safe: it belongs to one connection.
 class PreparedCache {
  public:
-  // Returns the statement name for `sql`, preparing it on first use.
+  // Returns the statement name for `sql`, preparing it on first use;
+  // found by `slot` (FixedSql) when it has one, else by its text.
   const std::string& Prepare(pg_conn* conn, const char* operation,
-                             const std::string& sql, int n_params);
+                             const std::string& sql, int n_params,
+                             std::size_t slot = kNoSlot);
   void Clear() {
     names_.clear();
+    by_slot_.clear();
+    slotted_ = 0;
     ++generation_;
   }
   // Changes whenever the cache starts over (DEALLOCATE ALL): names handed
@@ -60,9 +78,19 @@ class PreparedCache {
 
   // Statements kept per connection before the cache starts over.
   static constexpr std::size_t kMaxPrepared = 512;
+  // FixedSql slots indexed directly (4 per topic: the first 512 topics of
+  // a client); higher ones are looked up by text.
+  static constexpr std::size_t kMaxSlots = 2048;
 
  private:
   std::unordered_map<std::string, std::string> names_;
+  // By FixedSql slot; an empty name: not prepared on this connection.
+  struct Slot {
+    std::string sql;
+    std::string name;
+  };
+  std::vector<Slot> by_slot_;
+  std::size_t slotted_ = 0;
   // Random per cache, so per connection instance: behind a pooler that
   // mixes sessions, a name prepared by another client (or by another of
   // ours) is "does not exist", never someone else's statement.
@@ -75,6 +103,8 @@ class PreparedCache {
 // returned rows or completed.
 Result Exec(Session session, const char* operation, const std::string& sql,
             const Params& params = {});
+Result Exec(Session session, const char* operation, const FixedSql& sql,
+            const Params& params = {});
 // The same, but returns whatever result came back (null when libpq could
 // not send it) for the caller to judge; throws only when preparing failed,
 // and then the statement was never sent.
@@ -84,6 +114,7 @@ Result ExecUnchecked(Session session, const char* operation,
 struct Statement {
   std::string sql;
   Params params;
+  std::size_t slot = kNoSlot;  // FixedSql::slot, when sql is one's text
 };
 // Runs the statements in order in one round trip (libpq pipeline mode) and
 // returns their results. When one fails the server skips the rest; the
@@ -91,6 +122,9 @@ struct Statement {
 // transaction block it aborts the transaction like any failed statement.
 std::vector<Result> ExecPipelined(Session session, const char* operation,
                                   const std::vector<Statement>& statements);
+// Exec of one Statement (its slot included).
+Result ExecStatement(Session session, const char* operation,
+                     const Statement& statement);
 // What ExecCommitted saw of a statement run in a transaction of its own.
 struct CommittedExec {
   Result rows;            // the statement's result; null: never came back

@@ -23,7 +23,7 @@ std::vector<std::string> PrepareAll(Session session, const char* operation,
     const std::uint64_t generation = session.cache->generation();
     for (const Statement& st : statements) {
       names.push_back(session.cache->Prepare(session.conn, operation, st.sql,
-                                             st.params.size()));
+                                             st.params.size(), st.slot));
     }
     if (session.cache->generation() == generation) return names;
   }
