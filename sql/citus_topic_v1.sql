@@ -92,13 +92,15 @@ $produce$;
 -- waits on, with the caller's own value, which it keeps after the call
 -- (the library restores a LockOptions::lock_timeout itself). The SET
 -- clause scopes citus.propagate_set_commands to the call: the caller's
--- later SET LOCALs propagate as they did before it.
+-- later SET LOCALs propagate as they did before it. SECURITY DEFINER:
+-- see produce_plain_{id} below.
 CREATE OR REPLACE FUNCTION {schema}.lock_{id}(
     p_key text, p_guarded boolean,
     OUT status "char", OUT id bigint, OUT message_key text,
     OUT schema_version integer, OUT compaction_rank bigint,
     OUT created_at timestamptz, OUT payload jsonb)
   LANGUAGE plpgsql
+  SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
   SET citus.propagate_set_commands = 'local'
 AS $lock$
@@ -160,12 +162,17 @@ REVOKE ALL ON FUNCTION {schema}.lock_{id}(text, boolean) FROM PUBLIC;
 -- comes first as in produce_{id}, then one INSERT .. VALUES routed to the
 -- row's shard: a keyed message names its key's partition, an unkeyed one
 -- takes the column's default (by the id it draws, evaluated on the
--- coordinator before Citus routes the row). The caller's own privileges
--- (SECURITY INVOKER): it inserts what the caller could insert directly.
+-- coordinator before Citus routes the row). SECURITY DEFINER, like
+-- lock_{id}: Citus sends the shard the columns it filled from their
+-- defaults (id, created_at, xid, the head's times) by name, where the
+-- app role's column grants (sql/roles_v1.sql) refuse them; run as the
+-- owner, these functions insert only what the app role may insert
+-- directly on one node, a plain message or a headless row.
 CREATE OR REPLACE FUNCTION {schema}.produce_plain_{id}(
     p_key text, p_schema_version integer, p_payload jsonb,
     OUT message_id bigint, OUT message_created_at timestamptz)
   LANGUAGE plpgsql
+  SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
 AS $produce_plain$
 BEGIN
@@ -185,6 +192,9 @@ BEGIN
   END IF;
 END
 $produce_plain$;
+
+REVOKE ALL ON FUNCTION {schema}.produce_plain_{id}(text, integer, jsonb)
+  FROM PUBLIC;
 
 -- produce_batch_{id} of sql/topic_v1.sql in statements Citus routes to one
 -- shard each: the single-node statement is an INSERT .. SELECT with

@@ -511,6 +511,55 @@ BEGIN
 END
 $shard_sizes$;
 
+-- The headless rows of a topic estimated from its shards, for the stats
+-- whose count stopped at exact_count_limit (lib/src/stats.cpp,
+-- kEstimateSql): on the coordinator the head table and its partial
+-- idle_since index are empty shells. Each shard's estimate is the
+-- single-node one from the shard's own catalogs (the idle index's density
+-- times its size, at most the head shard's estimate of all its rows; else
+-- that estimate times the headless share ANALYZE measured; else 0), and
+-- the topic's is their sum. 0 for a topic dropped meanwhile.
+CREATE OR REPLACE FUNCTION {schema}.headless_estimate(p_topic_id bigint)
+  RETURNS bigint
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp
+AS $headless_estimate$
+DECLARE
+  v_head CONSTANT regclass := pg_catalog.to_regclass(pg_catalog.format(
+    '%I.%I', {schema_name}::text,
+    pg_catalog.concat('compaction_head_', p_topic_id)));
+  v_estimate bigint;
+BEGIN
+  IF v_head IS NULL THEN
+    RETURN 0;
+  END IF;
+  SELECT coalesce(pg_catalog.sum(r.result::float8), 0)::bigint
+  INTO v_estimate
+  FROM pg_catalog.run_command_on_shards(v_head,
+    'SELECT coalesce(CASE WHEN e.idx IS NOT NULL THEN least(e.idx, '
+    'e.all_rows) END, e.all_rows * e.share, 0) FROM (SELECT '
+    'CASE WHEN ic.relpages > 0 AND ic.reltuples > 0::float4 THEN '
+    'ic.reltuples::float8 / ic.relpages::float8 * '
+    '(pg_catalog.pg_relation_size(ic.oid) / b.size)::float8 END AS idx, '
+    'CASE WHEN hc.relpages > 0 AND hc.reltuples > 0::float4 THEN '
+    'hc.reltuples::float8 / hc.relpages::float8 * '
+    '(pg_catalog.pg_relation_size(hc.oid) / b.size)::float8 END AS all_rows, '
+    '(SELECT 1::float8 - st.null_frac::float8 FROM pg_catalog.pg_stats st '
+    'WHERE st.schemaname = n.nspname AND st.tablename = hc.relname AND '
+    'st.attname = ''idle_since'' AND NOT st.inherited) AS share '
+    'FROM pg_catalog.pg_class hc '
+    'JOIN pg_catalog.pg_namespace n ON n.oid = hc.relnamespace '
+    'CROSS JOIN (SELECT pg_catalog.current_setting(''block_size'')::bigint '
+    'AS size) b '
+    'LEFT JOIN pg_catalog.pg_index i ON i.indrelid = hc.oid AND '
+    'i.indpred IS NOT NULL '
+    'LEFT JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid '
+    'WHERE hc.oid = pg_catalog.to_regclass(''%s'')) e') r
+  WHERE r.success AND r.result <> '';
+  RETURN v_estimate;
+END
+$headless_estimate$;
+
 -- A topic's head figures for the stats statement (StatsSelect): the
 -- headless rows counted up to p_limit, the oldest usable idle_since, and
 -- the head rows from the shards' catalogs. Statements of their own: the

@@ -65,6 +65,22 @@ $create_roles$;
 
 GRANT {monitor_role} TO {app_role}, {janitor_role};
 
+-- On Citus (the citus profile, doc/citus.md) a SECURITY DEFINER function
+-- (produce_<id>, lock_<id>, register_topic, the sweeps) runs its routed
+-- statements over connections the coordinator opens to the workers as the
+-- function's owner: a NOLOGIN owner makes every one of them fail ("role
+-- ... is not permitted to log in"). So there the owner may log in; it has
+-- no password, and the operator lets it authenticate between the nodes
+-- only (pg_dist_authinfo or certificates, and pg_hba.conf), not from
+-- clients. ALTER ROLE reaches the workers through Citus.
+DO $citus_owner_login$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+    ALTER ROLE {owner_role} LOGIN;
+  END IF;
+END
+$citus_owner_login$;
+
 -- The per-topic grants (replaces the no-op of the system baseline). Runs
 -- as register_topic's owner, who owns the tables. A topic whose tables are
 -- missing (a row typed in by hand) is skipped, not an error.
@@ -114,6 +130,15 @@ BEGIN
     pg_catalog.format('%I.%I', {schema_name}::text,
                       pg_catalog.concat('lock_', p_topic_id)),
     '(text, boolean) TO {app_role}');
+  -- The plain produce of the citus profile (sql/citus_topic_v1.sql).
+  IF pg_catalog.to_regprocedure(pg_catalog.format('%I.%I(text, integer, jsonb)',
+       {schema_name}::text, pg_catalog.concat('produce_plain_', p_topic_id)))
+     IS NOT NULL THEN
+    EXECUTE pg_catalog.concat('GRANT EXECUTE ON FUNCTION ',
+      pg_catalog.format('%I.%I', {schema_name}::text,
+                        pg_catalog.concat('produce_plain_', p_topic_id)),
+      '(text, integer, jsonb) TO {app_role}');
+  END IF;
   -- A batch of produces (Producer::ProduceBatch).
   EXECUTE pg_catalog.concat('GRANT EXECUTE ON FUNCTION ',
     pg_catalog.format('%I.%I', {schema_name}::text,

@@ -179,11 +179,20 @@ void EstimateOverLimit(const char* operation, ClientCore& core, pg::Session s,
     ids += std::to_string(t.info.id);
   }
   if (ids.empty()) return;
-  pg::Result r = pg::Exec(s, operation, kEstimateSql,
-                          pg::Params()
-                              .Add(ids + "}")
-                              .Add(core.schema())
-                              .Add(core.options().schema));
+  // On Citus the coordinator's catalogs hold empty shells: the same
+  // estimate per shard, summed (headless_estimate, sql/citus_v1.sql).
+  pg::Result r =
+      core.citus() ? pg::Exec(s, operation,
+                              "/* compaction:Stats estimate */ SELECT t.id, " +
+                                  core.schema() +
+                                  ".headless_estimate(t.id) FROM "
+                                  "pg_catalog.unnest($1::bigint[]) t(id)",
+                              pg::Params().Add(ids + "}"))
+                   : pg::Exec(s, operation, kEstimateSql,
+                              pg::Params()
+                                  .Add(ids + "}")
+                                  .Add(core.schema())
+                                  .Add(core.options().schema));
   std::unordered_map<std::int64_t, std::int64_t> estimate;
   for (int row = 0; row < r.rows(); ++row) {
     estimate.emplace(pg::Int64(r, row, 0), pg::Int64(r, row, 1));

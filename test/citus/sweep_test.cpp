@@ -191,3 +191,41 @@ TEST_CASE("the stats read the shards, not the coordinator's shell tables") {
   CHECK(listed[0].stats.headless_rows == 30);
   CHECK(listed[0].stats.estimated_messages == 200);
 }
+
+TEST_CASE(
+    "past exact_count_limit the headless rows are estimated from the "
+    "shards") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("backlog");
+  compaction::TopicConfig config = SpreadTopic();
+  config.headless_ttl = 1h;
+  topic.Register(config);
+  auto producer = topic.RegisterProducer();
+  for (int k = 0; k < 100; ++k) {
+    producer.Produce(Counter{k},
+                     testing::Compacted("head-" + std::to_string(k)));
+  }
+  const std::string head = db.HeadTable("backlog");
+  testing::InsertHeadless(db.raw(), head, "idle-", 3000, "5 minutes");
+  // The workers' statistics (ANALYZE through the coordinator does not
+  // reach the shards).
+  db.raw().Query("SELECT pg_catalog.run_command_on_shards($1, 'ANALYZE %s')",
+                 {head});
+
+  const compaction::TopicStats exact = topic.Stats();
+  CHECK(exact.headless_rows == 3000);
+  CHECK_FALSE(exact.headless_rows_estimated);
+  compaction::StatsOptions options;
+  options.exact_count_limit = 10;
+  const compaction::TopicStats over = topic.Stats(options);
+  CHECK(over.headless_rows_estimated);
+  // An estimate from the shards' catalogs (the single-node one summed), not
+  // the lower bound limit + 1 (11 before headless_estimate): ANALYZE read
+  // every row of these small shards, so it is close.
+  INFO("estimated " << over.headless_rows);
+  CHECK(over.headless_rows >= 2700);
+  CHECK(over.headless_rows <= 3300);
+  const auto listed = db.client().ListTopicStats(options);
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0].stats.headless_rows == over.headless_rows);
+}

@@ -5,6 +5,7 @@
 #include <future>
 #include <thread>
 
+#include "citus_profile.hpp"
 #include "live_db.hpp"
 #include "round_trips.hpp"
 
@@ -98,6 +99,12 @@ TEST_CASE("concurrent increments on fresh keys lose nothing") {
 }
 
 TEST_CASE("a lost insert race is recovered by the loop") {
+  if (testing::SkipOnCitus(
+          "inserts head rows behind the library's back without the partition "
+          "column, which the Citus head table requires (the writer names it); "
+          "and it reads the insert's transactionid wait in the coordinator's "
+          "pg_locks, which holds only the worker's"))
+    return;
   LiveDb db;
   auto topic = db.client().Topic<Counter>("race");
   topic.Register();
@@ -183,6 +190,10 @@ TEST_CASE("lock timeout restores the caller's lock_timeout") {
 
 TEST_CASE(
     "LockCompactionHead refreshes a headless row and leaves created_at alone") {
+  if (testing::SkipOnCitus(
+          "inserts head rows behind the library's back without the partition "
+          "column, which the Citus head table requires (the writer names it)"))
+    return;
   LiveDb db;
   auto topic = db.client().Topic<Counter>("refresh");
   topic.Register();
@@ -222,6 +233,10 @@ TEST_CASE("locking a materialized head does not touch its row") {
 }
 
 TEST_CASE("LockCompactionHead takes one round trip in every state of the key") {
+  if (testing::SkipOnCitus(
+          "inserts head rows behind the library's back without the partition "
+          "column, which the Citus head table requires (the writer names it)"))
+    return;
   LiveDb db;
   auto topic = db.client().Topic<Counter>("trips");
   topic.Register();
@@ -393,6 +408,11 @@ Refusal Refuse(testing::RawConn& raw, const std::string& sql) {
 // idle_since set exactly while headless (equal to updated_at), whatever
 // code path writes to it.
 TEST_CASE("the head table's CHECKs refuse inconsistent rows by name") {
+  if (testing::SkipOnCitus(
+          "inserts head rows behind the library's back without the partition "
+          "column, which the Citus head table requires (the writer names it) "
+          "(Citus refuses such a row with 22004 before any CHECK)"))
+    return;
   LiveDb db;
   auto topic = db.client().Topic<Counter>("checks");
   topic.Register();

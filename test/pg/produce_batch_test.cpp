@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "citus_profile.hpp"
 #include "live_db.hpp"
 #include "role_fixture.hpp"
 
@@ -271,6 +272,11 @@ TEST_CASE("a batch in a rolled-back transaction leaves nothing") {
 }
 
 TEST_CASE("a batch takes its head rows in key order") {
+  if (testing::SkipOnCitus(
+          "probes the batch's locks by inserting head rows behind the "
+          "library's back without the partition column, which the Citus head "
+          "table requires (the writer names it)"))
+    return;
   LiveDb db;
   auto topic = db.client().Topic<Counter>("order");
   topic.Register();
