@@ -11,7 +11,11 @@
 -- once it is the key's head, so it needs a key and a rank.
 CREATE TABLE {schema}.message_{id} (
   id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  message_key     text,
+  -- Keys compare and order by their bytes (COLLATE "C"), whatever the
+  -- database's collation: the order listings promise and batches lock in
+  -- does not depend on the server's locale, and the key indexes compare
+  -- with memcmp instead of strcoll (test/bench/RESULTS.md).
+  message_key     text COLLATE "C",
   schema_version  integer NOT NULL,
   compaction_rank bigint,
   payload         jsonb,
@@ -102,7 +106,8 @@ CREATE TRIGGER message_immutable
 -- message_key (a headless row, with these defaults) and writes heads only
 -- through produce_{id} below.
 CREATE TABLE {schema}.compaction_head_{id} (
-  message_key     text NOT NULL,
+  -- Byte order, as message_{id}'s.
+  message_key     text COLLATE "C" NOT NULL,
   head_id         bigint,
   schema_version  integer,
   compaction_rank bigint,

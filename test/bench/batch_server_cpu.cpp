@@ -7,6 +7,7 @@
 //     -o /tmp/batch_server_cpu          (one command line)
 //   /tmp/batch_server_cpu SCHEMA setup TOPIC...       # register, 10,000 heads
 //   /tmp/batch_server_cpu SCHEMA ROUNDS CALLS TOPIC...
+//   /tmp/batch_server_cpu SCHEMA produce|lock ROUNDS CALLS TOPIC...
 //
 // setup registers each topic (installing the schema first) and gives it
 // 10,000 keys with a head each, as the bench's batch section does. A run
@@ -15,6 +16,9 @@
 // alternating the topics' order round by round, and prints per topic the
 // median over rounds of the session's on-CPU time per message, read from
 // /proc/<backend pid>/schedstat (so the server must run on this machine).
+// produce and lock instead make each of the 100 messages of a call one
+// produce_<id> (autocommit) or one lock_<id> (in BEGIN .. COMMIT) of a
+// random key, the single-key paths that read the same head rows.
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -116,17 +120,31 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  const int rounds = std::stoi(argv[2]);
-  const int calls = std::stoi(argv[3]);
-  std::vector<std::string> topics(argv + 4, argv + argc);
+  // produce / lock: the single-key paths that read the same head rows,
+  // each message its own transaction as the library runs them.
+  const std::string mode =
+      std::string(argv[2]) == "produce" || std::string(argv[2]) == "lock"
+          ? argv[2]
+          : "batch";
+  const int arg = mode == "batch" ? 2 : 3;
+  const int rounds = std::stoi(argv[arg]);
+  const int calls = std::stoi(argv[arg + 1]);
+  std::vector<std::string> topics(argv + arg + 2, argv + argc);
   const std::string pid = Value(c, "SELECT pg_backend_pid()");
   for (std::size_t t = 0; t < topics.size(); ++t) {
+    const std::string id = id_of(topics[t]);
     const std::string sql =
-        "SELECT p.message_id, p.message_created_at, p.advanced FROM " + q +
-        ".produce_batch_" + id_of(topics[t]) +
-        "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[]) p";
-    PQclear(PQprepare(c, ("s" + std::to_string(t)).c_str(), sql.c_str(), 4,
-                      nullptr));
+        mode == "produce"
+            ? "SELECT p.message_id, p.message_created_at, p.advanced FROM " +
+                  q + ".produce_" + id + "($1, 1, 0, '{\"value\":1}') p"
+        : mode == "lock"
+            ? "SELECT l.status, l.id, l.payload FROM " + q + ".lock_" + id +
+                  "($1, false) l"
+            : "SELECT p.message_id, p.message_created_at, p.advanced FROM " +
+                  q + ".produce_batch_" + id +
+                  "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[]) p";
+    PQclear(PQprepare(c, ("s" + std::to_string(t)).c_str(), sql.c_str(),
+                      mode == "batch" ? 4 : 1, nullptr));
   }
   const std::string versions = Repeat("1"), ranks = Repeat("0"),
                     payloads = Repeat("\"{\\\"value\\\":1}\"");
@@ -138,6 +156,24 @@ int main(int argc, char** argv) {
       const std::string name = "s" + std::to_string(t);
       const double before = OnCpuNs(pid);
       for (int call = 0; call < calls; ++call) {
+        if (mode != "batch") {
+          for (int i = 0; i < kBatch; ++i) {
+            const std::string key = std::to_string(
+                std::uniform_int_distribution<int>(1, kKeys)(rng));
+            const char* value = key.c_str();
+            if (mode == "lock") PQclear(Run(c, "BEGIN"));
+            PGresult* r =
+                PQexecPrepared(c, name.c_str(), 1, &value, nullptr, nullptr, 0);
+            if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+              std::fprintf(stderr, "%s: %s", topics[t].c_str(),
+                           PQerrorMessage(c));
+              return 1;
+            }
+            PQclear(r);
+            if (mode == "lock") PQclear(Run(c, "COMMIT"));
+          }
+          continue;
+        }
         std::string keys = "{";
         for (int i = 0; i < kBatch; ++i) {
           keys += (i ? ",\"" : "\"") +

@@ -135,7 +135,8 @@ struct TopicInfo {
 };
 
 struct ListOptions {
-  // Return heads with message_key strictly greater than this (paging).
+  // Return heads with message_key strictly greater than this, by bytes
+  // (paging).
   std::string after_key;
   // Page size, 1..10000.
   int limit = 100;

@@ -188,7 +188,8 @@ class TopicHandle {
   }
 
   // Heads with a value (neither headless nor a tombstone) in message_key
-  // order, after options.after_key.
+  // order (by bytes, whatever the database's collation), after
+  // options.after_key.
   std::vector<StoredMessage<M>> ListCompactionHeads(
       const ListOptions& options = {}) const {
     std::vector<StoredMessage<M>> out;
