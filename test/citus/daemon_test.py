@@ -6,7 +6,8 @@
   run  `compactiond run` on the coordinator of test/citus/with_cluster.sh
        sweeps the headless rows and cleans the log of a topic spread over
        4 shards on both workers, and /metrics shows it: the cleaner's and
-       janitor's deletions, no failures, readable stats.
+       janitor's deletions, no failures, readable stats, and a consumer's
+       lag on a second topic, counted on the shards.
 
 Needs the PG* variables of the cluster (with_cluster.sh exports them).
 """
@@ -54,6 +55,18 @@ FROM generate_series(1, 20) g;
         "SELECT count(DISTINCT nodeport) FROM pg_catalog.citus_shards "
         f"WHERE table_name = '{m}'::regclass"))
     check(workers == 2, f"shards on {workers} workers")
+    # A consumer of a second topic (its positions on the coordinator, its
+    # messages on the shards) that has read nothing of 12 keyed messages.
+    r = run_cli(ARGS.binary, ["topic", "register", "read", "--schema",
+                              schema, "--partitions", "4"])
+    check(r.returncode == 0, f"topic register read: {r.stderr}")
+    rid = scalar(f"SELECT id FROM \"{schema}\".topic WHERE name = 'read'")
+    psql(f"""INSERT INTO "{schema}".consumer_position
+             (topic_id, consumer, partition, done_snapshot)
+             SELECT {rid}, 'late', p, pg_current_snapshot()
+             FROM generate_series(0, 3) p""")
+    psql(f"""SELECT "{schema}".produce_{rid}('r' || g, 1, 1, '{{}}'::jsonb)
+             FROM generate_series(1, 12) g""")
 
     daemon = Daemon(ARGS.binary, [
         "run", "--schema", schema, "--listen", "127.0.0.1:0",
@@ -92,8 +105,14 @@ FROM generate_series(1, 20) g;
               == 0, "unreadable stats")
         check(got.get(("compaction_stats_refresh_failures_total",
                        frozenset())) == 0, "stats refresh failures")
+        lag = wait_for(lambda: daemon.metric(
+            "compaction_consumer_lag_messages", topic="read",
+            consumer="late"), 15, "the consumer's lag in /metrics")
+        check(lag == 12, f"consumer lag {lag}, want 12")
+        check(daemon.metric("compaction_consumer_lag_unreadable",
+                            topic="read") == 0, "consumer lag unreadable")
         log("FIGURE citus run: cleaner deleted 88, expired 8; janitor "
-            "deleted 28; stats readable")
+            "deleted 28; stats readable; consumer lag 12 from 4 shards")
         r = run_cli(ARGS.binary, ["stats", "--json", "--schema", schema])
         check(r.returncode == 0 and '"stats_error": ""' in r.stdout,
               f"stats: {r.stdout[-800:]} {r.stderr}")

@@ -1,0 +1,1 @@
+SELECT p.message_id, (extract(epoch FROM CASE WHEN p.message_created_at IS NULL THEN NULL ELSE least(greatest(p.message_created_at, '1900-01-01 00:00+00'::timestamptz), '2200-01-01 00:00+00'::timestamptz) END) * 1e6)::bigint, p.advanced FROM "bench".produce_batch_6(:keys4::text[], :svs::integer[], :ranks::bigint[], :payloads::jsonb[]) p;
