@@ -201,13 +201,16 @@ TEST_CASE("the writer names a key's partition, held to the key's hash") {
     batch.push_back({Counter{k}, ProduceOptions{key, std::nullopt}});
     batch.push_back({Counter{k}, ProduceOptions{}});
   }
+  // A key named twice: the batch draws its ids before the insert then, and
+  // the unkeyed messages' partitions must still follow their ids.
+  batch.push_back({Counter{100}, Compacted("k0", 2)});
   producer.ProduceBatch(batch);
   for (int i = 0; i < 7; ++i) producer.Produce(Counter{i});
   const std::string table = db.MessageTable("part");
   const std::string rule =
       "((hashtextextended(message_key, 0) % 5 + 5) % 5)::integer";
   CHECK(db.raw().Int("SELECT count(*) FROM " + table +
-                     " WHERE message_key IS NOT NULL") == 48);
+                     " WHERE message_key IS NOT NULL") == 49);
   CHECK(db.raw().Int("SELECT count(*) FROM " + table +
                      " WHERE message_key IS NOT NULL AND partition <> " +
                      rule) == 0);
