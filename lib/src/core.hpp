@@ -26,9 +26,12 @@ namespace compaction::detail {
 
 // The SQL text of a topic's per-transaction statements, built once per topic
 // instead of on every call (string building showed in the client's CPU
-// profile; test/bench/RESULTS.md). A topic id is never reused and a topic's
-// partition count never changes, so the text for an id stays right.
+// profile; test/bench/RESULTS.md). A topic's partition count never changes,
+// but an id can name another topic after the schema is dropped and
+// installed again under a live client: the partitions, which the plain
+// insert's text depends on, are checked on every look-up.
 struct TopicSql {
+  int partitions = 0;
   pg::FixedSql lock;               // lock.cpp, LockSql
   pg::FixedSql produce_compacted;  // produce.cpp, CompactedInsertSql
   pg::FixedSql produce_keyed;      // produce.cpp, PlainInsertSql
@@ -101,7 +104,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // By topic id and Citus profile (the plain insert differs on Citus). The
   // client's topics are few: entries are never dropped.
   std::unordered_map<std::int64_t, std::unique_ptr<const TopicSql>> sql_[2];
-  std::size_t next_slot_ = 1;
+  // Entries replaced after a schema was installed again: a caller may still
+  // hold a reference to one.
+  std::vector<std::unique_ptr<const TopicSql>> retired_sql_;
 };
 
 // A message a transaction wrote, as its INSERT ... RETURNING said: the

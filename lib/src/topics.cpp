@@ -1,6 +1,7 @@
 // Topic registry: registration, lookup, listing and removal.
 #include "topics.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -285,14 +286,21 @@ TopicInfo FindTopic(ClientCore& core, const std::string& name) {
 }
 
 const TopicSql& ClientCore::Sql(const TopicInfo& topic) {
+  // Slots are numbered across the process, not per client: a transaction of
+  // one client may run another client's topic statements on its connection,
+  // and equal slots would make them prepare again on every call.
+  static std::atomic<std::size_t> next_slot{1};
   const bool on_citus = citus();
   std::lock_guard lock(sql_mutex_);
   std::unique_ptr<const TopicSql>& slot = sql_[on_citus][topic.id];
-  if (!slot) {
-    const std::size_t at = next_slot_;
-    next_slot_ += 4;
+  if (!slot || slot->partitions != topic.partitions) {
+    // The old entry stays alive if another thread holds it: entries are
+    // only replaced when a schema was installed again (see TopicSql).
+    if (slot) retired_sql_.push_back(std::move(slot));
+    const std::size_t at = next_slot.fetch_add(4);
     slot = std::make_unique<const TopicSql>(
-        TopicSql{{LockSql(*this, topic.id), at},
+        TopicSql{topic.partitions,
+                 {LockSql(*this, topic.id), at},
                  {CompactedInsertSql(*this, topic.id), at + 1},
                  {PlainInsertSql(*this, topic, true), at + 2},
                  {PlainInsertSql(*this, topic, false), at + 3}});

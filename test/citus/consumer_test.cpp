@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "held_two_phase.hpp"
 #include "live_db.hpp"
 #include "remote_commands.hpp"
 
@@ -150,44 +151,11 @@ TEST_CASE(
 
   // The ordering to force: the writer's coordinator transaction has
   // committed (its xid is visible in every new coordinator snapshot) and
-  // its parts on the workers are still prepared. As in test
-  // citus.library_api: the coordinator waits for a synchronous standby
-  // that does not exist after both workers prepared, its worker
-  // connections are cut there, then its backend, so COMMIT PREPARED never
-  // arrives; Citus's recovery is off until the test runs it.
-  db.raw().Query("ALTER SYSTEM SET citus.recover_2pc_interval = -1");
-  db.raw().Query("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
-  db.raw().Query("SELECT pg_catalog.pg_reload_conf()");
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  bool reloaded = false;
-  while (!reloaded && std::chrono::steady_clock::now() < deadline) {
-    testing::RawConn fresh;
-    reloaded = fresh.Value("SHOW synchronous_standby_names") == "nobody";
-  }
-  REQUIRE(reloaded);
-  std::vector<std::unique_ptr<testing::RawConn>> workers;
-  for (const auto& row : db.raw().Query(
-           "SELECT nodeport FROM pg_catalog.pg_dist_node WHERE groupid > 0")) {
-    workers.push_back(std::make_unique<testing::RawConn>("port=" + *row[0]));
-  }
-  REQUIRE(workers.size() == 2);
-  const char* old_options = std::getenv("PGOPTIONS");
-  const std::string saved = old_options ? old_options : "";
-  setenv("PGOPTIONS", (saved + " -c synchronous_commit=on").c_str(), 1);
-  compaction::ClientOptions options = testing::ClientOptionsForTests();
-  options.schema = db.schema();
-  options.application_name = "prepared_writer";
-  options.commit_check_timeout = std::chrono::seconds(3);
-  options.pool_size = 1;
+  // its parts on the workers are still prepared (held_two_phase.hpp, as in
+  // test citus.library_api).
+  testing::HeldTwoPhase held(db);
   RemoteCommands remote;
-  options.notice_handler = remote.Handler();
-  compaction::Client writer = compaction::Client::Connect(
-      testing::ClientConninfo("options='-c citus.log_remote_commands=on "
-                              "-c client_min_messages=notice "
-                              "-c synchronous_commit=on'"),
-      options);
-  setenv("PGOPTIONS", saved.c_str(), 1);
+  compaction::Client writer = held.Connect("prepared_writer", remote);
   auto producer = writer.Topic<Counter>("held").RegisterProducer();
   std::vector<compaction::Outgoing<Counter>> batch;
   for (int i = 0; i < 16; ++i) {
@@ -203,37 +171,15 @@ TEST_CASE(
       return std::string("other: ") + e.what();
     }
   });
-  bool waiting = false;
-  while (!waiting && std::chrono::steady_clock::now() < deadline) {
-    waiting = db.raw().Int(
-                  "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE "
-                  "application_name = 'prepared_writer' AND wait_event = "
-                  "'SyncRep'") == 1;
-    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (!waiting) {
+  if (!held.WaitForStandbyWait()) {
     FAIL("no SyncRep wait; the batch: " << produced.get() << "\n"
                                         << Join(remote.Take()));
   }
-  const std::string pid = *db.raw().Value(
-      "SELECT pid FROM pg_catalog.pg_stat_activity WHERE application_name = "
-      "'prepared_writer'");
-  for (auto& worker : workers) {
-    CHECK(worker->Int("SELECT count(*) FROM pg_catalog.pg_prepared_xacts") ==
-          1);
-    CHECK(worker->Int("SELECT count(pg_catalog.pg_terminate_backend(pid)) "
-                      "FROM pg_catalog.pg_stat_activity WHERE "
-                      "application_name LIKE 'citus_internal gpid=%' || "
-                      "pg_catalog.lpad($1, 10, '0')",
-                      {pid}) >= 1);
-  }
-  CHECK(db.raw().Int("SELECT count(pg_catalog.pg_terminate_backend(pid)) "
-                     "FROM pg_catalog.pg_stat_activity WHERE "
-                     "application_name = 'prepared_writer' AND state = "
-                     "'active'") == 1);
+  CHECK(held.PreparedPerWorker() == std::vector<std::int64_t>{1, 1});
+  held.CutWorkerConnections();
+  CHECK(held.TerminateBackend());
   CHECK(produced.get() == "unknown");
-  db.raw().Query("ALTER SYSTEM RESET synchronous_standby_names");
-  db.raw().Query("SELECT pg_catalog.pg_reload_conf()");
+  held.ReleaseStandby();
   // The writer's xid is visible on the coordinator; its rows are not on
   // the shards. A one-shard writer after it commits normally.
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 1);
@@ -245,16 +191,11 @@ TEST_CASE(
   // now or after.
   const std::vector<std::int64_t> during = PollIds(db.client(), consumer, 8);
   CHECK(during.size() <= 1);
-  for (auto& worker : workers) {
-    CHECK(worker->Int("SELECT count(*) FROM pg_catalog.pg_prepared_xacts") ==
-          1);
-  }
+  CHECK(held.PreparedPerWorker() == std::vector<std::int64_t>{1, 1});
 
   // Citus's recovery commits the prepared parts: the 16 messages and the
   // later one are delivered, each once.
-  db.raw().Query("SELECT pg_catalog.recover_prepared_transactions()");
-  db.raw().Query("ALTER SYSTEM RESET citus.recover_2pc_interval");
-  db.raw().Query("SELECT pg_catalog.pg_reload_conf()");
+  held.Recover();
   std::vector<std::int64_t> all = PollIds(db.client(), consumer, 8);
   CHECK(all.size() + during.size() == 17);
   all.insert(all.end(), during.begin(), during.end());

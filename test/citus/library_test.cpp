@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "held_two_phase.hpp"
 #include "live_db.hpp"
 #include "remote_commands.hpp"
 
@@ -351,47 +352,10 @@ TEST_CASE(
   const std::string message = db.MessageTable("prepared");
   // The ordering to force: the coordinator has committed (its
   // pg_dist_transaction rows are written) but no worker has had its COMMIT
-  // PREPARED. The coordinator waits for a synchronous standby that does
-  // not exist after its workers prepared (its own commit record is written,
-  // not yet visible); its connections to the workers are cut there, so
-  // COMMIT PREPARED never arrives, and Citus's recovery is off until the
-  // test runs it.
-  db.raw().Query("ALTER SYSTEM SET citus.recover_2pc_interval = -1");
-  db.raw().Query("ALTER SYSTEM SET synchronous_standby_names = 'nobody'");
-  db.raw().Query("SELECT pg_catalog.pg_reload_conf()");
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  bool reloaded = false;
-  while (!reloaded && std::chrono::steady_clock::now() < deadline) {
-    testing::RawConn fresh;
-    reloaded = fresh.Value("SHOW synchronous_standby_names") == "nobody";
-  }
-  REQUIRE(reloaded);
-  std::vector<std::unique_ptr<testing::RawConn>> workers;
-  for (const auto& row : db.raw().Query(
-           "SELECT nodeport FROM pg_catalog.pg_dist_node WHERE groupid > 0")) {
-    workers.push_back(std::make_unique<testing::RawConn>("port=" + *row[0]));
-  }
-  REQUIRE(workers.size() == 2);
-
-  // The cluster runs with synchronous_commit = off; only this client waits.
-  const char* old_options = std::getenv("PGOPTIONS");
-  const std::string saved = old_options ? old_options : "";
-  setenv("PGOPTIONS", (saved + " -c synchronous_commit=on").c_str(), 1);
-  compaction::ClientOptions options = testing::ClientOptionsForTests();
-  options.schema = db.schema();
-  options.application_name = "prepared_commit";
-  options.commit_check_timeout = std::chrono::seconds(3);
-  options.pool_size = 1;
+  // PREPARED (held_two_phase.hpp).
+  testing::HeldTwoPhase held(db);
   RemoteCommands remote;
-  options.notice_handler = remote.Handler();
-  // Options in the conninfo replace PGOPTIONS: synchronous_commit again.
-  compaction::Client client = compaction::Client::Connect(
-      testing::ClientConninfo("options='-c citus.log_remote_commands=on "
-                              "-c client_min_messages=notice "
-                              "-c synchronous_commit=on'"),
-      options);
-  setenv("PGOPTIONS", saved.c_str(), 1);
+  compaction::Client client = held.Connect("prepared_commit", remote);
   auto producer = client.Topic<Counter>("prepared").RegisterProducer();
   std::vector<compaction::Outgoing<Counter>> batch;
   for (int i = 0; i < 16; ++i) {
@@ -409,53 +373,24 @@ TEST_CASE(
       return std::string("other: ") + e.what();
     }
   });
-  bool waiting = false;
-  while (!waiting && std::chrono::steady_clock::now() < deadline) {
-    waiting = db.raw().Int(
-                  "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE "
-                  "application_name = 'prepared_commit' AND wait_event = "
-                  "'SyncRep'") == 1;
-    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  REQUIRE(waiting);
+  REQUIRE(held.WaitForStandbyWait());
   remote.Take();  // the batch's own commands, all sent by now
-  const std::string pid = *db.raw().Value(
-      "SELECT pid FROM pg_catalog.pg_stat_activity WHERE application_name = "
-      "'prepared_commit'");
-  std::int64_t prepared = 0;
-  for (auto& worker : workers) {
-    prepared +=
-        worker->Int("SELECT count(*) FROM pg_catalog.pg_prepared_xacts");
-    // That backend's connections, named by its global pid (node id * 10^10
-    // + pid); a prepared transaction outlives its backend.
-    CHECK(worker->Int("SELECT count(pg_catalog.pg_terminate_backend(pid)) "
-                      "FROM pg_catalog.pg_stat_activity WHERE "
-                      "application_name LIKE 'citus_internal gpid=%' || "
-                      "pg_catalog.lpad($1, 10, '0')",
-                      {pid}) >= 1);
-  }
-  CHECK(prepared == 2);
+  CHECK(held.CutWorkerConnections() == 2);
   // The client's COMMIT breaks: the backend commits locally, fails to send
   // COMMIT PREPARED and exits.
-  CHECK(db.raw().Int("SELECT count(pg_catalog.pg_terminate_backend(pid)) "
-                     "FROM pg_catalog.pg_stat_activity WHERE "
-                     "application_name = 'prepared_commit' AND state = "
-                     "'active'") == 1);
+  CHECK(held.TerminateBackend());
   const std::string outcome = produced.get();
   // The commit check looks for the batch's message twice (before and after
   // the old backend is gone), each time on its key's shard alone.
   const std::vector<std::string> looks = remote.Take();
-  db.raw().Query("ALTER SYSTEM RESET synchronous_standby_names");
-  db.raw().Query("SELECT pg_catalog.pg_reload_conf()");
+  held.ReleaseStandby();
   // Absent, yet committed: Citus's recovery commits the prepared parts.
   CHECK(outcome == "unknown");
   INFO(Join(looks));
   CHECK(Count(looks, ".message_") == 2);
   CHECK(db.raw().Int("SELECT count(*) FROM " + message) == 0);
-  db.raw().Query("SELECT pg_catalog.recover_prepared_transactions()");
+  held.Recover();
   CHECK(db.raw().Int("SELECT count(*) FROM " + message) == 16);
-  db.raw().Query("ALTER SYSTEM RESET citus.recover_2pc_interval");
-  db.raw().Query("SELECT pg_catalog.pg_reload_conf()");
 }
 
 TEST_CASE(

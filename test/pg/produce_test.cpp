@@ -233,3 +233,33 @@ TEST_CASE("the writer names a key's partition, held to the key's hash") {
   CHECK(db.raw().TryExec(insert + "(NULL, 1, '{}', 5)") == "23514");
   CHECK(db.raw().TryExec(insert + "(NULL, 1, '{}', 4)") == "");
 }
+
+TEST_CASE(
+    "a topic id named again after the schema is installed anew gets SQL for "
+    "its own partitions") {
+  LiveDb db;
+  if (testing::SkipOnCitus("drops and installs the schema; one node shows "
+                           "the cache")) {
+    return;
+  }
+  auto before = db.client().Topic<Counter>("before");
+  before.Register();  // one partition
+  const std::int64_t id = db.TopicId("before");
+  before.RegisterProducer().Produce(Counter{1}, ProduceOptions{"k", {}});
+  // The same client outlives the schema; the identity starts over.
+  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
+  db.client().InstallSchema();
+  auto after = db.client().Topic<Counter>("after");
+  compaction::TopicConfig config;
+  config.partitions = 5;
+  after.Register(config);
+  REQUIRE(db.TopicId("after") == id);
+  // A keyed plain produce names the key's partition among the five (the
+  // one-partition text would name 0 and fail the CHECK, 23514).
+  for (int k = 0; k < 10; ++k) {
+    CHECK_NOTHROW(after.RegisterProducer().Produce(
+        Counter{k}, ProduceOptions{"k" + std::to_string(k), {}}));
+  }
+  CHECK(db.raw().Int("SELECT count(DISTINCT partition) FROM " +
+                     db.MessageTable("after")) > 1);
+}
