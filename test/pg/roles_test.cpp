@@ -335,7 +335,11 @@ TEST_CASE("roles: plain produces need no PUBLIC execute on the CHECK") {
   RoleFixture f;
   auto app = f.ClientAs("app");
   auto topic = app.Topic<Counter>("hardened");
-  topic.Register();
+  // Four partitions: a one-partition topic's CHECK tests partition = 0
+  // without calling in_partition_<id>.
+  compaction::TopicConfig config;
+  config.partitions = 4;
+  topic.Register(config);
   // A hardened database: functions are not executable by PUBLIC.
   f.db.raw().Query("REVOKE EXECUTE ON FUNCTION " + f.db.QuotedSchema() +
                    ".in_partition_" + std::to_string(f.db.TopicId("hardened")) +
