@@ -128,7 +128,9 @@ class TxState {
       : core_(std::move(core)),
         session_((*lease).session()),
         lease_(std::move(lease)),
-        borrowed_(false) {}
+        borrowed_(false) {
+    session_.begins_transaction = true;
+  }
   explicit TxState(pg_conn* borrowed)
       : session_{borrowed, nullptr}, borrowed_(true) {}
 

@@ -118,9 +118,9 @@ void InstallOnce(ClientCore& core) {
     return;  // already installed: the Tx rolls back nothing
   }
   const Profile profile = DatabaseProfile(session, kOp);
-  pg::ExecScript(session.conn, kOp, SystemBaseline(core, session.conn, kOp));
+  pg::ExecScript(session, kOp, SystemBaseline(core, session.conn, kOp));
   if (profile == Profile::kCitus) {
-    pg::ExecScript(session.conn, kOp, CitusLayout(core, session.conn, kOp));
+    pg::ExecScript(session, kOp, CitusLayout(core, session.conn, kOp));
   }
   pg::Exec(session, kOp,
            "INSERT INTO " + core.schema() +
@@ -163,7 +163,7 @@ void InstallRolesOnce(ClientCore& core, const RoleNames& names) {
   // The names are plain (ValidRoleName), so quoting cannot fail or differ.
   auto quoted = [](const std::string& role) { return "\"" + role + "\""; };
   pg::ExecScript(
-      session.conn, kOp,
+      session, kOp,
       sql::Render(sql::k_roles_v1,
                   {{"{schema}", core.schema()},
                    {"{schema_name}",

@@ -258,7 +258,7 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
   if (r.rows() == 0) throw TopicNotFound(kOp, name);
   const std::int64_t id = pg::Int64(r, 0, 0);
   pg::ExecScript(
-      session.conn, kOp,
+      session, kOp,
       "DROP TABLE " + core.HeadTable(id) + ", " + core.MessageTable(id) +
           "; DROP FUNCTION IF EXISTS " + core.schema() + ".produce_" +
           std::to_string(id) +

@@ -39,7 +39,13 @@ Tx Tx::Borrow(pg_conn* connection) {
 }
 
 bool Tx::borrowed() const { return state().borrowed(); }
-pg_conn* Tx::native_handle() const { return state().session().conn; }
+pg_conn* Tx::native_handle() const {
+  // The caller's own statements must run inside the transaction, which
+  // otherwise begins with the library's first statement.
+  const pg::Session s = state().session();
+  if (s.needs_begin()) pg::Exec(s, "Tx::native_handle", pg::kBeginTransaction);
+  return s.conn;
+}
 
 namespace detail {
 
@@ -164,13 +170,15 @@ namespace detail {
 
 Tx BeginTx(ClientCore& core) {
   pg::Pool::Lease lease = core.pool().Acquire("Begin");
-  // Sent like the library's other statements (COMMIT too): prepared on
-  // each pooled connection unless ClientOptions::prepared_statements is
-  // off, which skips the parse a simple query repeats on every call, as
-  // pgbench -M prepared does (test/bench/RESULTS.md).
-  // READ COMMITTED whatever the server's or role's
-  // default_transaction_isolation: the lock loop is defined for it only.
-  pg::Exec((*lease).session(), "Begin", "BEGIN ISOLATION LEVEL READ COMMITTED");
+  // Nothing is sent yet: BEGIN ISOLATION LEVEL READ COMMITTED goes out in
+  // the pipeline of the transaction's first statement (pg::Session::
+  // needs_begin), one round trip fewer per transaction. It is prepared on
+  // each pooled connection like the library's other statements (COMMIT
+  // too) unless ClientOptions::prepared_statements is off, which skips the
+  // parse a simple query repeats on every call, as pgbench -M prepared
+  // does (test/bench/RESULTS.md). READ COMMITTED whatever the server's or
+  // role's default_transaction_isolation: the lock loop is defined for it
+  // only.
   return TxGate::Make(
       std::make_unique<TxState>(core.shared_from_this(), std::move(lease)));
 }

@@ -271,6 +271,70 @@ TEST_CASE("LockCompactionHead takes one round trip in every state of the key") {
   }
 }
 
+// A transaction's first statement carries its BEGIN, and a first lock on
+// a topic the client has cached carries the topic's look-up too: a
+// lock-only transaction is that round trip and COMMIT's.
+TEST_CASE("a lock-only transaction takes two round trips in every key state") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("trips");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("head"));
+  producer.ProduceTombstone("tombstone");
+  testing::InsertHeadless(db.raw(), db.HeadTable("trips"), "headless", 1);
+  compaction::Client client = db.NewClient(1);
+  auto topic1 = client.Topic<Counter>("trips");
+  topic1.Register();  // cached by the client
+  PGconn* conn = nullptr;
+  client.InTransaction([&](Tx& tx) {
+    topic1.Key("warm-up").LockCompactionHead(tx);
+    conn = tx.native_handle();
+  });
+  for (const char* key : {"new", "headless1", "head", "tombstone"}) {
+    INFO(key);
+    std::optional<compaction::StoredMessage<Counter>> head;
+    CHECK(RoundTrips(conn, [&] {
+            client.InTransaction(
+                [&](Tx& tx) { head = topic1.Key(key).LockCompactionHead(tx); });
+          }) == 2);
+    CHECK(head.has_value() == (std::string(key) == "head"));
+  }
+  // An empty transaction sends nothing at all.
+  CHECK(RoundTrips(conn, [&] { client.InTransaction([](Tx&) {}); }) == 0);
+}
+
+// The look-up that rides with a transaction's first lock still decides:
+// when the cached id now names another topic's objects, the lock that ran
+// there with it is rolled back and the key is locked in its own topic.
+TEST_CASE(
+    "a first lock through a cached id that now names another topic locks "
+    "only its own topic") {
+  LiveDb db;
+  if (testing::SkipOnCitus("drops and installs the schema; one node shows "
+                           "the cache")) {
+    return;
+  }
+  auto before = db.client().Topic<Counter>("mine");
+  before.Register();
+  const std::int64_t id = db.TopicId("mine");
+  // The same client outlives the schema; the identity starts over, so
+  // another topic takes the cached id.
+  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
+  db.client().InstallSchema();
+  db.client().Topic<Counter>("other").Register();
+  REQUIRE(db.TopicId("other") == id);
+  // Registered again through another client: this one's cache still
+  // says `id`.
+  db.NewClient(1).Topic<Counter>("mine").Register();
+  REQUIRE(db.TopicId("mine") != id);
+  Tx tx = db.client().Begin();
+  CHECK_FALSE(before.Key("k").LockCompactionHead(tx).has_value());
+  tx.Commit();
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("other")) == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("mine") +
+                     " WHERE message_key = 'k'") == 1);
+}
+
 // LockCompactionHead's documented savepoint rule: the library cannot see
 // the caller's own SAVEPOINT / ROLLBACK TO SAVEPOINT, so the key stays
 // remembered as locked (on the safe side) after the rollback released it.

@@ -2,10 +2,11 @@
 //
 // Lifetime: an owned Tx (from Client::Begin or Client::InTransaction) holds a
 // pooled connection until it is committed, rolled back or destroyed; the
-// destructor rolls back. A borrowed Tx (Tx::Borrow) wraps a caller's own
-// connection that is already inside a transaction; it never commits, rolls
-// back or closes that connection. Thread safety: a Tx is used by one thread
-// at a time, like the connection under it.
+// destructor rolls back. An owned Tx sends nothing when it is made: its BEGIN
+// goes out with its first statement, in the same round trip. A borrowed Tx
+// (Tx::Borrow) wraps a caller's own connection that is already inside a
+// transaction; it never commits, rolls back or closes that connection. Thread
+// safety: a Tx is used by one thread at a time, like the connection under it.
 #pragma once
 
 #include <memory>
@@ -58,6 +59,10 @@ class COMPACTION_EXPORT Tx {
   // These three throw UsageError on a moved-from Tx.
   TxStatus status() const;
   bool borrowed() const;
+  // The connection, inside the transaction: on an owned Tx that has sent
+  // nothing yet, this sends its BEGIN first (one round trip), so statements
+  // run on the handle belong to the transaction. Use it only on the thread
+  // that owns the Tx, and leave it idle inside the transaction block.
   pg_conn* native_handle() const;
 
  private:

@@ -82,8 +82,9 @@ Result ExecUncheckedIn(Session session, const char* operation,
 
 Result ExecIn(Session session, const char* operation, const std::string& sql,
               std::size_t slot, const Params& params) {
-  if (session.needs_local_settings()) {
-    // One round trip all the same: the settings ride in its pipeline.
+  if (session.needs_local_settings() || session.needs_begin()) {
+    // One round trip all the same: BEGIN and the settings ride in its
+    // pipeline.
     std::vector<Result> results =
         ExecPipelined(session, operation, {Statement{sql, params, slot}});
     return std::move(results.front());
@@ -129,17 +130,24 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
   // After a leading BEGIN, though: its isolation level must come before any
   // query (the settings' SELECT takes a snapshot), which matters when the
   // server's default is not READ COMMITTED.
+  const bool leads_with_begin =
+      !requested.empty() && requested.front().sql.starts_with("BEGIN");
+  const bool with_begin = session.needs_begin() && !leads_with_begin;
   const bool with_settings = session.needs_local_settings();
-  const std::size_t settings_at =
-      !requested.empty() && requested.front().sql.starts_with("BEGIN") ? 1 : 0;
+  const std::size_t settings_at = leads_with_begin || with_begin ? 1 : 0;
   std::vector<Statement> prefixed;
-  if (with_settings) {
+  if (with_begin || with_settings) {
     prefixed = requested;
-    prefixed.insert(prefixed.begin() + settings_at,
-                    Statement{*session.local_settings, {}});
+    if (with_begin) {
+      prefixed.insert(prefixed.begin(), Statement{kBeginTransaction, {}});
+    }
+    if (with_settings) {
+      prefixed.insert(prefixed.begin() + settings_at,
+                      Statement{*session.local_settings, {}});
+    }
   }
   const std::vector<Statement>& statements =
-      with_settings ? prefixed : requested;
+      with_begin || with_settings ? prefixed : requested;
   PipelineReply reply = RunPipeline(session, operation, statements);
   // The statement's own error first: it carries the SQLSTATE.
   for (const Result& r : reply.results) {
@@ -154,6 +162,7 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
   if (with_settings) {
     reply.results.erase(reply.results.begin() + settings_at);
   }
+  if (with_begin) reply.results.erase(reply.results.begin());
   return std::move(reply.results);
 }
 
@@ -166,14 +175,18 @@ Result ExecScript(pg_conn* conn, const char* operation,
 
 Result ExecScript(Session session, const char* operation,
                   const std::string& sql) {
-  if (!session.needs_local_settings()) {
-    return ExecScript(session.conn, operation, sql);
+  std::string prefix;
+  if (session.needs_begin()) prefix = std::string(kBeginTransaction) + "; ";
+  if (session.needs_local_settings()) {
+    prefix += *session.local_settings + "; ";
   }
-  return ExecScript(session.conn, operation,
-                    *session.local_settings + "; " + sql);
+  if (prefix.empty()) return ExecScript(session.conn, operation, sql);
+  return ExecScript(session.conn, operation, prefix + sql);
 }
 
 bool Commit(Session session, const char* operation) {
+  // Nothing was ever sent: the transaction never began on the server.
+  if (session.needs_begin()) return true;
   // Prepared like any statement (unless the session sends unnamed ones);
   // preparing may fail, and then COMMIT was never sent.
   Result r = ExecUnchecked(session, operation, "COMMIT");

@@ -100,14 +100,16 @@ class PreparedCache {
 };
 
 // Runs one parameterized statement; throws the mapped error unless it
-// returned rows or completed.
+// returned rows or completed. On a session that needs_begin, BEGIN goes
+// out in the same round trip (so do ExecPipelined and ExecScript).
 Result Exec(Session session, const char* operation, const std::string& sql,
             const Params& params = {});
 Result Exec(Session session, const char* operation, const FixedSql& sql,
             const Params& params = {});
 // The same, but returns whatever result came back (null when libpq could
 // not send it) for the caller to judge; throws only when preparing failed,
-// and then the statement was never sent.
+// and then the statement was never sent. Sends no BEGIN: for COMMIT and
+// statements outside a Client::Begin transaction.
 Result ExecUnchecked(Session session, const char* operation,
                      const std::string& sql, const Params& params = {});
 // One statement of a pipeline.
@@ -155,8 +157,9 @@ Result ExecScript(Session session, const char* operation,
 
 // COMMIT, whose errors go through the one mapper (ThrowError). Returns
 // false when the server answered with the tag ROLLBACK (the transaction
-// had failed). Throws CommitOutcomeUnknown when the connection broke with
-// COMMIT sent: it may or may not have committed.
+// had failed); true without sending anything when the transaction never
+// began (needs_begin). Throws CommitOutcomeUnknown when the connection broke
+// with COMMIT sent: it may or may not have committed.
 bool Commit(Session session, const char* operation);
 // ROLLBACK when the connection is open and inside a transaction block;
 // errors are dropped (the caller has news of its own, and a broken

@@ -38,6 +38,11 @@ bool Session::needs_local_settings() const {
          PQpipelineStatus(conn) == PQ_PIPELINE_OFF;
 }
 
+bool Session::needs_begin() const {
+  return begins_transaction && PQtransactionStatus(conn) == PQTRANS_IDLE &&
+         PQpipelineStatus(conn) == PQ_PIPELINE_OFF;
+}
+
 ServerIdentity ReadServerIdentity(pg_conn* conn, const char* operation) {
   // pg_backend_pid() is compared with the pid libpq connected to: behind a
   // pooler they differ, and no backend of ours can be watched.

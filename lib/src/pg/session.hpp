@@ -66,6 +66,10 @@ struct Session {
   // connection opened (DefaultIsReadCommitted): an autocommit statement
   // may then run as an implicit transaction (ExecCommitted).
   bool read_committed_default = false;
+  // An owned transaction's session (Client::Begin): BEGIN is not sent on
+  // its own but rides in the pipeline of the transaction's first statement,
+  // which saves a round trip per transaction (needs_begin).
+  bool begins_transaction = false;
 
   bool open() const;
   bool in_pipeline() const;
@@ -73,7 +77,17 @@ struct Session {
   // The next statement starts a transaction that must get the local
   // settings first.
   bool needs_local_settings() const;
+  // The transaction this session stands for has not begun on the server:
+  // the next statement goes out behind kBeginTransaction (Exec,
+  // ExecPipelined and ExecScript add it), and a COMMIT now has nothing to
+  // commit.
+  bool needs_begin() const;
 };
+
+// What Client::Begin's transactions start with: the lock loop is defined
+// for READ COMMITTED only, whatever the server's or role's default.
+inline constexpr const char* kBeginTransaction =
+    "BEGIN ISOLATION LEVEL READ COMMITTED";
 
 // Whether the session's default_transaction_isolation is READ COMMITTED
 // (false when it cannot tell). One round trip.
