@@ -152,6 +152,48 @@ class Conn {
     Check(r.get(), name);
     return r;
   }
+  // Prepared statements sent in one pipeline with one Sync: one round trip,
+  // as the library sends a transaction's BEGIN with its first statements.
+  // Every statement's result is checked; on an error the transaction, if
+  // one was left open, is rolled back before the throw.
+  struct Call {
+    std::string name;
+    std::vector<std::string> params;
+  };
+  std::vector<Res> Pipeline(const std::vector<Call>& calls) {
+    if (!PQenterPipelineMode(c_)) throw std::runtime_error(PQerrorMessage(c_));
+    for (const Call& call : calls) {
+      std::vector<const char*> p;
+      for (auto& s : call.params) p.push_back(s.c_str());
+      if (!PQsendQueryPrepared(c_, call.name.c_str(), (int)p.size(), p.data(),
+                               nullptr, nullptr, 0)) {
+        throw std::runtime_error(PQerrorMessage(c_));
+      }
+    }
+    if (!PQpipelineSync(c_)) throw std::runtime_error(PQerrorMessage(c_));
+    std::vector<Res> results;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      results.emplace_back(PQgetResult(c_));
+      Res end(PQgetResult(c_));  // null: the statement's end
+    }
+    Res sync(PQgetResult(c_));
+    const bool synced = PQresultStatus(sync.get()) == PGRES_PIPELINE_SYNC;
+    PQexitPipelineMode(c_);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const auto st = PQresultStatus(results[i].get());
+      if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) continue;
+      const char* state =
+          PQresultErrorField(results[i].get(), PG_DIAG_SQLSTATE);
+      const std::string msg =
+          std::string(PQresultErrorMessage(results[i].get())) +
+          " in pipeline: " + calls[i].name;
+      if (PQtransactionStatus(c_) == PQTRANS_INERROR)
+        Res(PQexec(c_, "ROLLBACK"));
+      throw PgError(state ? state : "", msg);
+    }
+    if (!synced) throw std::runtime_error("pipeline: no sync result");
+    return results;
+  }
   std::string Value(const std::string& sql,
                     const std::vector<std::string>& params = {}) {
     Res r = Exec(sql, params);
@@ -288,7 +330,8 @@ class Bench {
   Cell Measure(const std::string& workload, const std::string& variant,
                int threads, const std::string& app,
                const std::function<void(Cell&)>& body, bool vacuum = true);
-  // `w` is the workload shape; `topic` defaults to the workload's own topic.
+  // `w` is the workload shape ("lock-inc", "lock-hot": a lock-only
+  // transaction on those keys); `topic` defaults to the workload's own topic.
   // unnamed: ClientOptions::prepared_statements = false (variant
   // "library-unnamed"); extended: pgbench -M extended ("pgbench-extended").
   Cell RunLibrary(const std::string& w, int threads,
@@ -298,8 +341,8 @@ class Bench {
                    int threads);
   void ThroughputSection();
   void SqlCheck();
-  // The forms of LockCompactionHead side by side (issue 26): today's loop,
-  // 0660's one-statement upsert, the lock_<id> function.
+  // The forms of LockCompactionHead side by side (issue 26): the former
+  // loop, 0660's one-statement upsert, the lock_<id> function, the library.
   Cell RunLockForm(const std::string& w, const std::string& form, int threads);
   void LockFormsSection();
 
@@ -597,9 +640,17 @@ std::string KeyFor(const std::string& w, std::mt19937_64& rng, int keys) {
 Cell Bench::RunLibrary(const std::string& w, int threads,
                        const std::string& topic_name, bool unnamed) {
   const std::string app = "bench-lib";
-  const std::string tn = topic_name.empty() ? w : topic_name;
+  // "lock-<shape>": a lock-only transaction on that workload's topic and
+  // keys (section lockforms); "new" is lock-only already.
+  const bool lock_only = w.rfind("lock-", 0) == 0;
+  const std::string shape = lock_only ? w.substr(5) : w;
+  const std::string tn = topic_name.empty() ? shape : topic_name;
   return Measure(
-      tn, unnamed ? "library-unnamed" : "library", threads, app,
+      tn,
+      lock_only ? "library-lock"
+      : unnamed ? "library-unnamed"
+                : "library",
+      threads, app,
       [&](Cell& cell) {
         ClientOptions options{o_.schema, threads, app};
         options.prepared_statements = !unnamed;
@@ -611,8 +662,11 @@ Cell Bench::RunLibrary(const std::string& w, int threads,
         Workers(
             cell, threads, [](int) { return std::make_unique<S>(); },
             [&](S&, std::mt19937_64& rng, std::int64_t& retries) {
-              const std::string key = KeyFor(w, rng, keys);
-              if (w == "inc" || w == "hot") {
+              const std::string key = KeyFor(shape, rng, keys);
+              if (lock_only || w == "new") {
+                client.InTransaction(
+                    [&](Tx& tx) { topic.Key(key).LockCompactionHead(tx); });
+              } else if (w == "inc" || w == "hot") {
                 for (;;) {
                   try {
                     client.InTransaction([&](Tx& tx) {
@@ -626,9 +680,6 @@ Cell Bench::RunLibrary(const std::string& w, int threads,
                     ++retries;
                   }
                 }
-              } else if (w == "new") {
-                client.InTransaction(
-                    [&](Tx& tx) { topic.Key(key).LockCompactionHead(tx); });
               } else if (w == "read") {
                 if (!topic.Key(key).CompactionHead())
                   throw std::runtime_error("read: no head");
@@ -883,26 +934,38 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design,
 
 std::string Fmt(double v, int prec);
 
-// Lock-only transactions (BEGIN, topic resolution, lock, COMMIT) in three
-// forms, each on raw libpq with prepared statements, so that only the
-// form differs: "lock-loop" is the loop the library ran before lock_<id>
-// (the lock and the head read pipelined, then the headless insert on a
-// miss or the refresh of a headless row, each a round trip of its own),
-// "lock-upsert" decision 0660's one statement (ON CONFLICT DO UPDATE SET
-// message_key = EXCLUDED.message_key: a row version per lock), "lock-fn"
-// the library's lock_<id>. Workloads: "new" always-new keys, "inc" the
-// 10,000 keys with heads (lock-only, so they keep them), "hot" one key.
+// Lock-only transactions in three forms, each on raw libpq with prepared
+// statements, so that only the form differs: "lock-loop" is the loop the
+// library ran before lock_<id> (the lock and the head read, then the
+// headless insert on a miss or the refresh of a headless row), "lock-upsert"
+// decision 0660's one statement (ON CONFLICT DO UPDATE SET message_key =
+// EXCLUDED.message_key: a row version per lock), "lock-fn" the library's
+// lock_<id>. Every form is framed as the library frames a transaction whose
+// first operation is the lock: one pipeline with one Sync of [BEGIN
+// ISOLATION LEVEL READ COMMITTED; the topic resolution; the form's first
+// statement(s)], then the round trips the form still needs (the loop's
+// insert or refresh), then COMMIT. Workloads: "new" always-new keys, "inc"
+// the 10,000 keys with heads (lock-only, so they keep them), "hot" one key.
+// The resolution and the columns are the library's texts (topics.cpp,
+// rows.hpp), so the forms and the library differ in nothing else.
 Cell Bench::RunLockForm(const std::string& w, const std::string& form,
                         int threads) {
   const std::string app = "bench-" + form;
   const std::string head = Head(w), msg = Msg(w), pkey = Pkey(w);
+  auto micros = [](const std::string& c) {
+    return "(extract(epoch FROM CASE WHEN " + c +
+           " IS NULL THEN NULL ELSE least(greatest(" + c +
+           ", '1900-01-01 00:00+00'::timestamptz), "
+           "'2200-01-01 00:00+00'::timestamptz) END) * 1e6)::bigint";
+  };
   const std::string cols =
-      "m.id, m.message_key, m.schema_version, m.compaction_rank, "
-      "(extract(epoch FROM m.created_at) * 1000000)::bigint, m.payload::text";
+      "m.id, m.message_key, m.schema_version, m.compaction_rank, " +
+      micros("m.created_at") + ", m.payload::text";
   const std::string resolve =
       "SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, "
-      "t.tombstone_retention_ms, v.version, pg_catalog.to_jsonb(v) ->> "
-      "'fingerprint', pg_catalog.current_setting('lock_timeout') FROM " +
+      "t.tombstone_retention_ms, t.partitions, t.consumer_inactive_after_ms, "
+      "v.version, pg_catalog.to_jsonb(v) ->> 'fingerprint', "
+      "pg_catalog.current_setting('lock_timeout') FROM " +
       q_ + ".topic t LEFT JOIN " + q_ +
       ".schema_version v ON v.topic_id = t.id WHERE t.name = $1::text";
   const std::string lock = "SELECT h.head_id FROM " + head +
@@ -927,7 +990,8 @@ Cell Bench::RunLockForm(const std::string& w, const std::string& form,
       "h.head_id) SELECT h.head_id, " +
       cols + " FROM h LEFT JOIN " + msg + " m ON m.id = h.head_id";
   const std::string fn = "SELECT m.status, " + cols + " FROM " + q_ + ".lock_" +
-                         std::to_string(TopicId(w)) + "($1::text, false) m";
+                         std::to_string(TopicId(w)) +
+                         "($1::text, $2::boolean) m";
   return Measure(w, form, threads, app, [&](Cell& cell) {
     const int keys = o_.keys;
     Workers(
@@ -943,7 +1007,7 @@ Cell Bench::RunLockForm(const std::string& w, const std::string& form,
                    {"refresh", refresh},
                    {"upsert", upsert},
                    {"fn", fn},
-                   {"begin", "BEGIN"},
+                   {"begin", "BEGIN ISOLATION LEVEL READ COMMITTED"},
                    {"commit", "COMMIT"}}) {
             c->Prepare(name, sql);
           }
@@ -951,39 +1015,28 @@ Cell Bench::RunLockForm(const std::string& w, const std::string& form,
         },
         [&](Conn& c, std::mt19937_64& rng, std::int64_t&) {
           const std::string key = KeyFor(w, rng, keys);
-          c.Run("begin", {});
-          c.Run("resolve", {w});
+          std::vector<Conn::Call> first = {{"begin", {}}, {"resolve", {w}}};
           if (form == "lock-fn") {
-            c.Run("fn", {key});
+            first.push_back({"fn", {key, "f"}});
+            c.Pipeline(first);
           } else if (form == "lock-upsert") {
-            c.Run("upsert", {key});
+            first.push_back({"upsert", {key}});
+            c.Pipeline(first);
           } else {
+            // The lock and the head read in one round trip; a miss inserts
+            // the headless row and, when a concurrent insert won, locks again.
+            first.push_back({"lock", {key}});
+            first.push_back({"read", {key}});
             for (;;) {
-              // The lock and the head read in one round trip.
-              PGconn* pc = c.get();
-              const char* p[] = {key.c_str()};
-              if (!PQenterPipelineMode(pc) ||
-                  !PQsendQueryPrepared(pc, "lock", 1, p, nullptr, nullptr, 0) ||
-                  !PQsendQueryPrepared(pc, "read", 1, p, nullptr, nullptr, 0) ||
-                  !PQpipelineSync(pc)) {
-                throw std::runtime_error(PQerrorMessage(pc));
-              }
-              Res results[2];
-              for (Res& r : results) {
-                r.reset(PQgetResult(pc));
-                Res end(PQgetResult(pc));  // null: the statement's end
-                if (PQresultStatus(r.get()) != PGRES_TUPLES_OK)
-                  throw std::runtime_error(PQerrorMessage(pc));
-              }
-              Res sync(PQgetResult(pc));
-              PQexitPipelineMode(pc);
-              const Res& locked = results[0];
+              std::vector<Res> r = c.Pipeline(first);
+              const Res& locked = r[r.size() - 2];
               if (PQntuples(locked.get()) == 1) {
                 if (PQgetisnull(locked.get(), 0, 0)) c.Run("refresh", {key});
                 break;
               }
               Res ins = c.Run("insert", {key});
               if (PQntuples(ins.get()) == 1) break;
+              first = {{"lock", {key}}, {"read", {key}}};
             }
           }
           c.Run("commit", {});
@@ -992,21 +1045,25 @@ Cell Bench::RunLockForm(const std::string& w, const std::string& form,
 }
 
 void Bench::LockFormsSection() {
-  const std::vector<std::string> forms = {"lock-loop", "lock-upsert",
-                                          "lock-fn"};
+  const std::vector<std::string> forms = {"lock-loop", "lock-upsert", "lock-fn",
+                                          "library"};
   const std::vector<std::string> workloads = {"new", "inc", "hot"};
-  std::map<std::tuple<std::string, std::string, int>, std::vector<double>> tps;
+  std::map<std::tuple<std::string, std::string, int>, std::vector<double>> tps,
+      csw;
   for (const auto& w : workloads) {
     std::fprintf(stderr, "lock forms %s\n", w.c_str());
     for (int threads : o_.threads) {
       for (int round = 0; round < o_.rounds; ++round) {
         std::vector<std::string> order = forms;
-        if (w == "new") order.push_back("library");
         if (round % 2 == 1) std::reverse(order.begin(), order.end());
         for (const auto& f : order) {
-          Cell c = f == "library" ? RunLibrary("new", threads)
+          Cell c = f == "library" ? RunLibrary("lock-" + w, threads)
                                   : RunLockForm(w, f, threads);
           if (c.seconds > 0) tps[{w, f, threads}].push_back(c.tx / c.seconds);
+          if (c.tx > 0) {
+            csw[{w, f, threads}].push_back((double)c.client_csw /
+                                           (c.tx + c.extra_tx));
+          }
         }
       }
     }
@@ -1017,17 +1074,25 @@ void Bench::LockFormsSection() {
     return v[v.size() / 2];
   };
   lockforms_md_.push_back(
-      "Lock-only transactions (BEGIN, topic resolution, lock, COMMIT), raw "
-      "libpq, prepared; tx/s, median of " +
+      "Lock-only transactions, raw libpq, prepared, framed as the library "
+      "frames them: one pipeline (one Sync) of [BEGIN ISOLATION LEVEL READ "
+      "COMMITTED; topic resolution; the form's first statement(s): lock-loop "
+      "lock + head read, lock-upsert the upsert, lock-fn lock_<id>], then "
+      "the loop's insert on a miss or refresh of a headless row, each a "
+      "round trip, then COMMIT. tx/s, median of " +
       std::to_string(o_.rounds) +
       " rounds in alternating order. Keys: new = always new, inc = the "
       "10,000 keys with heads, hot = one key with a head. library = "
-      "LockCompactionHead through the library (new keys only).");
+      "LockCompactionHead alone in InTransaction, same topic and keys, "
+      "topic registered before the cell.");
   lockforms_md_.push_back("");
   lockforms_md_.push_back(
-      "| keys | threads | lock-loop | lock-upsert | lock-fn | library | fn / "
-      "loop | fn / upsert |");
-  lockforms_md_.push_back("|---|---|---|---|---|---|---|---|");
+      "| keys | threads | lock-loop | lock-upsert | lock-fn | library | "
+      "library / loop | library / upsert | fn / loop | fn / upsert |");
+  lockforms_md_.push_back("|---|---|---|---|---|---|---|---|---|---|");
+  auto ratio = [](double a, double b) {
+    return a > 0 && b > 0 ? Fmt(a / b, 2) : std::string("-");
+  };
   for (const auto& w : workloads) {
     for (int threads : o_.threads) {
       const double loop = median(tps[{w, "lock-loop", threads}]);
@@ -1036,10 +1101,28 @@ void Bench::LockFormsSection() {
       const double lib = median(tps[{w, "library", threads}]);
       lockforms_md_.push_back(
           "| " + w + " | " + std::to_string(threads) + " | " + Fmt(loop, 0) +
-          " | " + Fmt(up, 0) + " | " + Fmt(fn, 0) + " | " +
-          (lib > 0 ? Fmt(lib, 0) : std::string("-")) + " | " +
-          (loop > 0 ? Fmt(fn / loop, 2) : std::string("-")) + " | " +
-          (up > 0 ? Fmt(fn / up, 2) : std::string("-")) + " |");
+          " | " + Fmt(up, 0) + " | " + Fmt(fn, 0) + " | " + Fmt(lib, 0) +
+          " | " + ratio(lib, loop) + " | " + ratio(lib, up) + " | " +
+          ratio(fn, loop) + " | " + ratio(fn, up) + " |");
+    }
+  }
+  // The framing made visible: at 1 thread the client sleeps once per round
+  // trip, so its context switches per transaction are about its round trips
+  // (plus involuntary ones on a loaded machine).
+  lockforms_md_.push_back("");
+  lockforms_md_.push_back(
+      "Client context switches per transaction (about the round trips at 1 "
+      "thread), median of rounds:");
+  lockforms_md_.push_back("");
+  lockforms_md_.push_back(
+      "| keys | threads | lock-loop | lock-upsert | lock-fn | library |");
+  lockforms_md_.push_back("|---|---|---|---|---|---|");
+  for (const auto& w : workloads) {
+    for (int threads : o_.threads) {
+      std::string row = "| " + w + " | " + std::to_string(threads) + " |";
+      for (const auto& f : forms)
+        row += " " + Fmt(median(csw[{w, f, threads}]), 2) + " |";
+      lockforms_md_.push_back(row);
     }
   }
 }
