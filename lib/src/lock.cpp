@@ -100,50 +100,6 @@ Locked LockOnce(ClientCore& core, pg::Session s, const TopicInfo& topic,
       s, "LockCompactionHead", LockStatement(core, topic, key, guarded)));
 }
 
-// A transaction's first statement, on a topic the client has cached:
-// BEGIN, the topic's look-up and the lock go out in one round trip instead
-// of three. The look-up still decides, as on the long way: when it finds
-// another id (the topic was destroyed and registered again), none, or a
-// schema of another version, or the cached id's objects are gone, the
-// transaction, which holds nothing of the caller's yet, is rolled back and
-// the caller takes the long way (nullopt). `topic` is set on success.
-std::optional<Locked> LockWithLookup(ClientCore& core, pg::Session s,
-                                     const std::string& name,
-                                     const std::string& key,
-                                     std::optional<TopicInfo>& topic) {
-  constexpr const char* kOp = "LockCompactionHead";
-  const std::optional<TopicInfo> cached = core.CachedTopic(name);
-  if (!cached || !s.needs_begin()) return std::nullopt;
-  std::vector<pg::Result> r;
-  try {
-    r = pg::ExecPipelined(s, kOp,
-                          {ResolveTopicStatement(core, name),
-                           LockStatement(core, *cached, key, false)});
-  } catch (const DatabaseError& e) {
-    if (e.sqlstate() != pg::kUndefinedTable &&
-        e.sqlstate() != pg::kUndefinedFunction &&
-        e.sqlstate() != pg::kInvalidSchemaName) {
-      throw;  // the lock's own failure, as on the long way
-    }
-    pg::RollbackQuietly(s);
-    return std::nullopt;
-  }
-  std::optional<TopicInfo> found;
-  try {
-    found = ParseResolvedTopic(r[0], kOp, name);
-  } catch (const Error&) {
-    // Not found, or a schema of another version: the long way says so,
-    // with nothing locked.
-  }
-  if (found && found->id == cached->id &&
-      found->partitions == cached->partitions) {
-    topic = std::move(found);
-    return ParseLocked(r[1]);
-  }
-  pg::RollbackQuietly(s);
-  return std::nullopt;
-}
-
 // Opens the savepoint; with `timeout`, also sets lock_timeout for the body
 // and returns the caller's value so that LeaveSql can restore it.
 std::string EnterSavepoint(pg::Session s,
@@ -228,7 +184,15 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
   std::optional<TopicInfo> info = state.TouchedTopic(topic);
   std::optional<Locked> first;
   if (!info && !options.lock_timeout) {
-    first = LockWithLookup(core, s, topic, key, info);
+    // A transaction's first statement: BEGIN, the look-up and the lock in
+    // one round trip.
+    std::optional<LookedUp> done = RunWithLookup(
+        core, s, kOp, topic,
+        [&](const TopicInfo& t) { return LockStatement(core, t, key, false); });
+    if (done) {
+      info = std::move(done->topic);
+      first = ParseLocked(done->result);
+    }
   }
   if (!info) info = ResolveTopic(core, s, kOp, topic);
   auto guarded = [&] { return LockOnce(core, s, *info, key, true).head; };

@@ -182,10 +182,25 @@ ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
   // is gone is TopicNotFound and the transaction stays usable), unless it
   // already touched the topic's tables, which a Destroy then waits for.
   std::optional<TopicInfo> info = state.TouchedTopic(topic);
+  std::optional<ProduceResult> first;
+  if (!info) {
+    // A transaction's first statement: BEGIN, the look-up and the produce
+    // in one round trip.
+    std::optional<LookedUp> done =
+        RunWithLookup(core, s, kOp, topic, [&](const TopicInfo& t) {
+          RefuseUncompactedLockedKey(state, t.id, options);
+          return BuildProduce(core, t, message, options);
+        });
+    if (done) {
+      info = std::move(done->topic);
+      first = Decode(done->result);
+    }
+  }
   if (!info) info = ResolveTopic(core, s, kOp, topic);
   RefuseUncompactedLockedKey(state, info->id, options);
   try {
-    ProduceResult result = Run(core, s, *info, message, options);
+    ProduceResult result =
+        first ? *first : Run(core, s, *info, message, options);
     state.RememberTouchedTopic(*info);
     state.RememberWritten(Written(*info, options, result));
     return result;

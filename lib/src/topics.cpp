@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "compaction/client.hpp"
 #include "compaction/topic_events.hpp"
@@ -174,6 +175,40 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
     RethrowSchemaMissing(core, operation, e);
   }
   return ParseResolvedTopic(r, operation, name, lock_timeout);
+}
+
+std::optional<LookedUp> RunWithLookup(
+    ClientCore& core, pg::Session session, const char* operation,
+    const std::string& name,
+    const std::function<pg::Statement(const TopicInfo&)>& build) {
+  const std::optional<TopicInfo> cached = core.CachedTopic(name);
+  if (!cached || !session.needs_begin()) return std::nullopt;
+  std::vector<pg::Result> r;
+  try {
+    r = pg::ExecPipelined(session, operation,
+                          {ResolveTopicStatement(core, name), build(*cached)});
+  } catch (const DatabaseError& e) {
+    if (e.sqlstate() != pg::kUndefinedTable &&
+        e.sqlstate() != pg::kUndefinedFunction &&
+        e.sqlstate() != pg::kInvalidSchemaName) {
+      throw;
+    }
+    pg::RollbackQuietly(session);
+    return std::nullopt;
+  }
+  std::optional<TopicInfo> found;
+  try {
+    found = ParseResolvedTopic(r[0], operation, name);
+  } catch (const Error&) {
+    // Not found, or a schema of another version: the long way says so,
+    // with nothing written.
+  }
+  if (found && found->id == cached->id &&
+      found->partitions == cached->partitions) {
+    return LookedUp{std::move(*found), std::move(r[1])};
+  }
+  pg::RollbackQuietly(session);
+  return std::nullopt;
 }
 
 TopicInfo RegisterTopic(ClientCore& core, const std::string& name,

@@ -1,6 +1,8 @@
 // Topic resolution shared by every operation.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "compaction/errors.hpp"
@@ -31,6 +33,25 @@ pg::Statement ResolveTopicStatement(const ClientCore& core,
 TopicInfo ParseResolvedTopic(const pg::Result& r, const char* operation,
                              const std::string& name,
                              std::string* lock_timeout = nullptr);
+
+// A transaction's first statement, on a topic the client has cached:
+// BEGIN, the topic's look-up and build(cached topic) go out in one round
+// trip instead of three. The look-up still decides, as on the long way:
+// when it finds another id (the topic was destroyed and registered again;
+// after a schema reinstall the id may name another topic's objects) or
+// other partitions, none, or a schema of another version, or the cached
+// id's objects are gone, the transaction, which holds nothing of the
+// caller's yet, is rolled back and the caller takes the long way
+// (nullopt). Any other error of the statement is thrown, as on the long
+// way. `build` may throw before anything is sent.
+struct LookedUp {
+  TopicInfo topic;
+  pg::Result result;  // the statement's
+};
+std::optional<LookedUp> RunWithLookup(
+    ClientCore& core, pg::Session session, const char* operation,
+    const std::string& name,
+    const std::function<pg::Statement(const TopicInfo&)>& build);
 
 // Runs fn(session, topic) on a pooled connection with the topic resolved
 // through the client's cache. When the cached id names a table that no

@@ -4,6 +4,7 @@
 
 #include "citus_profile.hpp"
 #include "live_db.hpp"
+#include "round_trips.hpp"
 
 using compaction::CompactionOptions;
 using compaction::ProduceOptions;
@@ -262,4 +263,71 @@ TEST_CASE(
   }
   CHECK(db.raw().Int("SELECT count(DISTINCT partition) FROM " +
                      db.MessageTable("after")) > 1);
+}
+
+// A transaction's first ProduceInTx carries BEGIN and the topic's look-up
+// in its round trip; the look-up still decides: through a cached id that
+// now names another topic's objects, the message lands in its own topic
+// only.
+TEST_CASE(
+    "a transaction's first ProduceInTx shares one round trip with BEGIN and "
+    "the look-up") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("first");
+  topic.Register();
+  compaction::Client client = db.NewClient(1);
+  auto topic1 = client.Topic<Counter>("first");
+  topic1.Register();  // cached by the client
+  auto producer = topic1.RegisterProducer();
+  PGconn* conn = nullptr;
+  client.InTransaction([&](Tx& tx) {
+    producer.ProduceInTx(tx, Counter{0}, Compacted("warm-up"));
+    producer.ProduceInTx(tx, Counter{0}, ProduceOptions{"warm-up", {}});
+    conn = tx.native_handle();
+  });
+  CHECK(testing::RoundTrips(conn, [&] {
+          client.InTransaction([&](Tx& tx) {
+            producer.ProduceInTx(tx, Counter{1}, Compacted("k"));
+          });
+        }) == 2);
+  CHECK(testing::RoundTrips(conn, [&] {
+          client.InTransaction([&](Tx& tx) {
+            producer.ProduceInTx(tx, Counter{2}, ProduceOptions{"k", {}});
+          });
+        }) == 2);
+  auto head = topic.Key("k").CompactionHead();
+  REQUIRE(head.has_value());
+  CHECK(head->message.value == 1);
+}
+
+TEST_CASE(
+    "a first ProduceInTx through a cached id that now names another topic "
+    "writes only to its own topic") {
+  LiveDb db;
+  if (testing::SkipOnCitus("drops and installs the schema; one node shows "
+                           "the cache")) {
+    return;
+  }
+  auto mine = db.client().Topic<Counter>("mine");
+  mine.Register();
+  auto producer = mine.RegisterProducer();
+  const std::int64_t id = db.TopicId("mine");
+  // The same client outlives the schema; the identity starts over, so
+  // another topic takes the cached id. "mine" is registered again through
+  // another client: this one's cache still says `id`.
+  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
+  db.client().InstallSchema();
+  db.client().Topic<Counter>("other").Register();
+  REQUIRE(db.TopicId("other") == id);
+  db.NewClient(1).Topic<Counter>("mine").Register();
+  REQUIRE(db.TopicId("mine") != id);
+  Tx tx = db.client().Begin();
+  producer.ProduceInTx(tx, Counter{7}, Compacted("k"));
+  tx.Commit();
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("other")) == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("other")) == 0);
+  // Read through a client that never cached the old id.
+  auto head = db.NewClient(1).Topic<Counter>("mine").Key("k").CompactionHead();
+  REQUIRE(head.has_value());
+  CHECK(head->message.value == 7);
 }
