@@ -12,6 +12,7 @@
 #include "pg/sqlstate.hpp"
 #include "rows.hpp"
 #include "topics.hpp"
+#include "tx_internal.hpp"
 #include "validate.hpp"
 
 namespace compaction::detail {
@@ -210,6 +211,43 @@ ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
     if (e.sqlstate() == pg::kUndefinedTable) throw TopicNotFound(kOp, topic);
     throw;
   }
+}
+
+ProduceResult ProduceAndCommit(ClientCore& core, Tx& tx,
+                               const std::string& topic,
+                               const Outgoing& message,
+                               const ProduceOptions& options) {
+  TxState& state = TxGate::State(tx);
+  std::optional<TopicInfo> info = state.TouchedTopic(topic);
+  if (!info || state.borrowed()) {
+    ProduceResult result = ProduceInTx(core, tx, topic, message, options);
+    tx.Commit();
+    return result;
+  }
+  ValidateProduce(kOp, message, options);
+  const pg::Session s = state.WritingSessionFor(kOp);
+  RefuseUncompactedLockedKey(state, info->id, options);
+  pg::CommittedExec done;
+  try {
+    done =
+        pg::ExecAndCommit(s, kOp, BuildProduce(core, *info, message, options));
+  } catch (...) {
+    // The server refused the produce (and so skipped COMMIT) or COMMIT, or
+    // nothing was sent: nothing was committed. The connection goes back to
+    // the pool outside any transaction.
+    pg::RollbackQuietly(s);
+    state.Finish(TxStatus::kAborted);
+    throw;
+  }
+  std::optional<ProduceResult> result;
+  if (done.rows) {
+    result = Decode(done.rows);
+    state.RememberWritten(Written(*info, options, *result));
+  }
+  if (done.in_doubt) ResolveTxCommit(state, kOp);  // throws unless committed
+  if (!result) throw InternalError(kOp, "committed without a result");
+  state.Finish(TxStatus::kCommitted);
+  return *result;
 }
 
 }  // namespace compaction::detail

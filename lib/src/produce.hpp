@@ -5,6 +5,7 @@
 
 #include "compaction/detail/entry_points.hpp"
 #include "compaction/message.hpp"
+#include "compaction/tx.hpp"
 #include "core.hpp"
 
 namespace compaction::detail {
@@ -26,5 +27,14 @@ std::string PartitionOfKeySql(const std::string& key_sql, int partitions);
 std::string PlainInsertSql(const ClientCore& core, const TopicInfo& topic,
                            bool keyed);
 std::string CompactedInsertSql(const ClientCore& core, std::int64_t id);
+
+// ProduceInTx, then Tx::Commit, in one round trip when the transaction
+// already touched `topic` (Update's last step): the produce, a flush
+// request and COMMIT. A COMMIT whose connection broke is resolved as
+// Tx::Commit resolves it, by looking for the message.
+ProduceResult ProduceAndCommit(ClientCore& core, Tx& tx,
+                               const std::string& topic,
+                               const Outgoing& message,
+                               const ProduceOptions& options);
 
 }  // namespace compaction::detail

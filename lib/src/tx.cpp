@@ -113,12 +113,9 @@ detail::TxState& Tx::state() const {
 
 TxStatus Tx::status() const { return state().status(); }
 
-namespace {
+namespace detail {
 
-// The connection broke with COMMIT sent: finds out on a new connection
-// (commit_outcome.hpp) and finishes `st` accordingly; throws unless it
-// committed.
-void ResolveCommit(detail::TxState& st, const char* operation) {
+void ResolveTxCommit(TxState& st, const char* operation) {
   try {
     detail::ResolveBrokenCommit(*st.core(), operation, st.session().server,
                                 st.written());
@@ -132,7 +129,7 @@ void ResolveCommit(detail::TxState& st, const char* operation) {
   st.Finish(TxStatus::kCommitted);
 }
 
-}  // namespace
+}  // namespace detail
 
 void Tx::Commit() {
   constexpr const char* kOp = "Commit";
@@ -145,7 +142,7 @@ void Tx::Commit() {
   try {
     committed = pg::Commit(st.session(), kOp);
   } catch (const CommitOutcomeUnknown&) {
-    ResolveCommit(st, kOp);
+    detail::ResolveTxCommit(st, kOp);
     return;
   } catch (...) {
     // The server refused COMMIT, or it was never sent (preparing it

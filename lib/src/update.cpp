@@ -8,6 +8,7 @@
 #include "compaction/tx.hpp"
 #include "core.hpp"
 #include "lock.hpp"
+#include "produce.hpp"
 #include "tx_internal.hpp"
 #include "validate.hpp"
 
@@ -55,8 +56,8 @@ std::optional<Updated> Attempt(ClientCore& core, const std::string& topic,
   ProduceOptions produce;
   produce.message_key = key;
   produce.compaction = CompactionOptions{rank};
-  ProduceResult result = ProduceInTx(core, tx, topic, *next, produce);
-  tx.Commit();
+  // The produce and COMMIT in one round trip.
+  ProduceResult result = ProduceAndCommit(core, tx, topic, *next, produce);
   return Updated{result, next->schema_version, rank};
 }
 

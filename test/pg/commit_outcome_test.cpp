@@ -131,6 +131,40 @@ TEST_CASE(
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 0);
 }
 
+// Update sends its produce and COMMIT in one round trip; the produce's
+// result comes back before COMMIT runs, so a broken COMMIT is resolved by
+// looking for that message, and Update retries what provably did not
+// commit.
+TEST_CASE(
+    "an Update terminated during COMMIT is found not committed and retried") {
+  LiveDb db;
+  const std::string app = testing::Unique("co_update");
+  compaction::Client client = ClientNamed(db, app);
+  auto topic = client.Topic<Counter>("held");
+  topic.Register();
+  CommitHold hold(db, db.MessageTable("held"));
+  std::vector<std::string> retried;
+  compaction::UpdateOptions options;
+  options.on_retry = [&](const compaction::Error& e, int) {
+    retried.push_back(e.what());
+  };
+  auto update = std::async(std::launch::async, [&] {
+    return topic.Key("k").Update(
+        [](const std::optional<Counter>& current) {
+          return std::optional<Counter>(
+              Counter{current ? current->value + 1 : 1});
+        },
+        options);
+  });
+  REQUIRE(hold.TerminateWaiting(db.raw(), app));
+  auto head = update.get();
+  REQUIRE(head.has_value());
+  CHECK(head->message.value == 1);
+  REQUIRE(retried.size() == 1);
+  CHECK_THAT(retried[0], Catch::Contains("checked on a new connection"));
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 1);
+}
+
 TEST_CASE(
     "a lock-only Tx terminated during COMMIT stays CommitOutcomeUnknown") {
   LiveDb db;

@@ -7,6 +7,7 @@
 
 #include "citus_profile.hpp"
 #include "live_db.hpp"
+#include "round_trips.hpp"
 
 using compaction::CompactionOptions;
 using compaction::InvalidArgument;
@@ -197,6 +198,27 @@ TEST_CASE("Update gives up after its attempts and passes fn's errors on") {
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("update-fail")) ==
         0);
   CHECK(Messages(db, "update-fail") == 0);
+}
+
+// The lock rides with BEGIN and the topic's look-up, the produce with
+// COMMIT.
+TEST_CASE("Update takes two round trips") {
+  LiveDb db;
+  compaction::Client client = db.NewClient(1);
+  auto topic = client.Topic<Counter>("update-trips");
+  topic.Register();  // cached by the client
+  auto key = topic.Key("k");
+  PGconn* conn = nullptr;
+  client.InTransaction([&](Tx& tx) {
+    key.LockCompactionHead(tx);
+    conn = tx.native_handle();
+  });
+  key.Update(PlusOne);  // prepares the produce
+  std::optional<compaction::StoredMessage<Counter>> value;
+  CHECK(testing::RoundTrips(conn, [&] { value = key.Update(PlusOne); }) == 2);
+  REQUIRE(value.has_value());
+  CHECK(value->message.value == 2);
+  CHECK(key.CompactionHead()->message.value == 2);
 }
 
 TEST_CASE("Update retries a connection lost before its COMMIT") {

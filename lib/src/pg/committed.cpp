@@ -50,12 +50,16 @@ bool JudgeCommitted(Session session, const char* operation,
 // BEGIN, the session's local settings, the statement, a flush request and
 // COMMIT: for a session behind a transaction pooler, whose settings hold
 // per transaction only and whose isolation default is the server's, and for
-// any session whose default isolation is not READ COMMITTED.
+// any session whose default isolation is not READ COMMITTED. Without
+// `begin`, the statement ends a transaction block already open.
 CommittedExec ExecInBlock(Session session, const char* operation,
-                          const Statement& statement) {
-  std::vector<Statement> all = {{"BEGIN ISOLATION LEVEL READ COMMITTED", {}}};
-  if (session.needs_local_settings()) {
-    all.push_back(Statement{*session.local_settings, {}});
+                          const Statement& statement, bool begin = true) {
+  std::vector<Statement> all;
+  if (begin) {
+    all.push_back({kBeginTransaction, {}});
+    if (session.needs_local_settings()) {
+      all.push_back(Statement{*session.local_settings, {}});
+    }
   }
   all.push_back(statement);
   all.push_back(Statement{"COMMIT", {}});
@@ -119,5 +123,14 @@ CommittedExec ExecCommitted(Session session, const char* operation,
       !session.needs_local_settings() && session.read_committed_default;
   return implicit ? ExecImplicit(session, operation, statement)
                   : ExecInBlock(session, operation, statement);
+}
+
+CommittedExec ExecAndCommit(Session session, const char* operation,
+                            const Statement& statement) {
+  if (session.in_pipeline()) {
+    throw InvalidArgument(operation, "the connection is in pipeline mode");
+  }
+  if (!session.open()) ThrowError(operation, session.conn, nullptr);
+  return ExecInBlock(session, operation, statement, session.needs_begin());
 }
 }  // namespace compaction::pg

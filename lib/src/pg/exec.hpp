@@ -146,6 +146,12 @@ struct CommittedExec {
 // already broken (nothing sent).
 CommittedExec ExecCommitted(Session session, const char* operation,
                             const Statement& statement);
+// The same for the last statement of a transaction block already open
+// (one that needs_begin gets its BEGIN in the same round trip): the
+// statement, a flush request and COMMIT, judged as ExecCommitted judges
+// them.
+CommittedExec ExecAndCommit(Session session, const char* operation,
+                            const Statement& statement);
 // Runs a parameterless script (several statements) with the simple query
 // protocol; returns the last result.
 Result ExecScript(pg_conn* conn, const char* operation, const std::string& sql);
