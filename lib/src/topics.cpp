@@ -10,6 +10,7 @@
 #include "compaction/client.hpp"
 #include "compaction/topic_events.hpp"
 #include "lock.hpp"
+#include "pg/errors.hpp"
 #include "produce.hpp"
 #include "schema.hpp"
 #include "tx_internal.hpp"
@@ -183,31 +184,34 @@ std::optional<LookedUp> RunWithLookup(
     const std::function<pg::Statement(const TopicInfo&)>& build) {
   const std::optional<TopicInfo> cached = core.CachedTopic(name);
   if (!cached || !session.needs_begin()) return std::nullopt;
-  std::vector<pg::Result> r;
-  try {
-    r = pg::ExecPipelined(session, operation,
-                          {ResolveTopicStatement(core, name), build(*cached)});
-  } catch (const DatabaseError& e) {
-    if (e.sqlstate() != pg::kUndefinedTable &&
-        e.sqlstate() != pg::kUndefinedFunction &&
-        e.sqlstate() != pg::kInvalidSchemaName) {
-      throw;
-    }
-    pg::RollbackQuietly(session);
-    return std::nullopt;
-  }
+  std::vector<pg::Result> r = pg::ExecPipelinedResults(
+      session, operation, {ResolveTopicStatement(core, name), build(*cached)});
+  // The look-up is judged first: a statement that ran under an id that is
+  // no longer the topic's, and failed there, says nothing of the topic.
   std::optional<TopicInfo> found;
-  try {
-    found = ParseResolvedTopic(r[0], operation, name);
-  } catch (const Error&) {
-    // Not found, or a schema of another version: the long way says so,
-    // with nothing written.
+  if (pg::Succeeded(r[0].get())) {
+    try {
+      found = ParseResolvedTopic(r[0], operation, name);
+    } catch (const Error&) {
+      // Not found, or a schema of another version: the long way says so,
+      // with nothing written.
+    }
   }
   if (found && found->id == cached->id &&
       found->partitions == cached->partitions) {
+    if (!pg::Succeeded(r[1].get())) {
+      pg::ThrowError(operation, session.conn, r[1]);  // as on the long way
+    }
     return LookedUp{std::move(*found), std::move(r[1])};
   }
   pg::RollbackQuietly(session);
+  // The next transaction goes the long way at once, or pipelines the id
+  // this look-up found.
+  if (found) {
+    core.CacheTopic(*found);
+  } else {
+    core.ForgetTopic(name);
+  }
   return std::nullopt;
 }
 

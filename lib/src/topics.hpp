@@ -39,11 +39,12 @@ TopicInfo ParseResolvedTopic(const pg::Result& r, const char* operation,
 // trip instead of three. The look-up still decides, as on the long way:
 // when it finds another id (the topic was destroyed and registered again;
 // after a schema reinstall the id may name another topic's objects) or
-// other partitions, none, or a schema of another version, or the cached
-// id's objects are gone, the transaction, which holds nothing of the
-// caller's yet, is rolled back and the caller takes the long way
-// (nullopt). Any other error of the statement is thrown, as on the long
-// way. `build` may throw before anything is sent.
+// other partitions, none, or a schema of another version (the statement's
+// outcome under the cached id, error or not, then says nothing of the
+// topic), the transaction, which holds nothing of the caller's yet, is
+// rolled back, the client's cache corrected, and the caller takes the long
+// way (nullopt). When the look-up agrees, the statement's error is thrown,
+// as on the long way. `build` may throw before anything is sent.
 struct LookedUp {
   TopicInfo topic;
   pg::Result result;  // the statement's

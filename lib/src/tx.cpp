@@ -41,9 +41,13 @@ Tx Tx::Borrow(pg_conn* connection) {
 bool Tx::borrowed() const { return state().borrowed(); }
 pg_conn* Tx::native_handle() const {
   // The caller's own statements must run inside the transaction, which
-  // otherwise begins with the library's first statement.
-  const pg::Session s = state().session();
-  if (s.needs_begin()) pg::Exec(s, "Tx::native_handle", pg::kBeginTransaction);
+  // otherwise begins with the library's first statement. Not once it is
+  // finished: its connection is back in the pool, maybe another's.
+  const detail::TxState& st = state();
+  const pg::Session s = st.session();
+  if (!st.finished() && s.needs_begin()) {
+    pg::Exec(s, "Tx::native_handle", pg::kBeginTransaction);
+  }
   return s.conn;
 }
 

@@ -314,25 +314,23 @@ TEST_CASE(
                            "the cache")) {
     return;
   }
-  auto before = db.client().Topic<Counter>("mine");
+  compaction::Client client = db.NewClient(1);
+  auto before = client.Topic<Counter>("mine");
   before.Register();
-  const std::int64_t id = db.TopicId("mine");
-  // The same client outlives the schema; the identity starts over, so
-  // another topic takes the cached id.
-  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
-  db.client().InstallSchema();
-  db.client().Topic<Counter>("other").Register();
-  REQUIRE(db.TopicId("other") == id);
-  // Registered again through another client: this one's cache still
-  // says `id`.
-  db.NewClient(1).Topic<Counter>("mine").Register();
-  REQUIRE(db.TopicId("mine") != id);
-  Tx tx = db.client().Begin();
+  testing::ReuseTopicIdElsewhere(db, "mine", "other");
+  Tx tx = client.Begin();
   CHECK_FALSE(before.Key("k").LockCompactionHead(tx).has_value());
+  PGconn* conn = tx.native_handle();
   tx.Commit();
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("other")) == 0);
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("mine") +
                      " WHERE message_key = 'k'") == 1);
+  // The look-up corrected the cache: the next first lock is one round trip
+  // again, COMMIT the other.
+  CHECK(RoundTrips(conn, [&] {
+          client.InTransaction(
+              [&](Tx& t) { before.Key("k2").LockCompactionHead(t); });
+        }) == 2);
 }
 
 // LockCompactionHead's documented savepoint rule: the library cannot see

@@ -6,6 +6,7 @@
 using compaction::CompactionOptions;
 using compaction::ProduceOptions;
 using compaction::Tx;
+using testing::Compacted;
 using testing::Counter;
 using testing::LiveDb;
 
@@ -188,6 +189,25 @@ TEST_CASE(
   CHECK_THROWS_WITH(tx.Commit(), Catch::Contains("in doubt"));
   tx.Rollback();  // no-op: still in doubt
   CHECK(tx.status() == compaction::TxStatus::kInDoubt);
+}
+
+// native_handle() on a Tx that has sent nothing begins its transaction;
+// on a finished one it must not: the connection is back in the pool, and
+// a BEGIN left there would swallow the next autocommit produce.
+TEST_CASE("native_handle of a finished Tx sends nothing") {
+  LiveDb db;
+  compaction::Client client = db.NewClient(1);
+  auto topic = client.Topic<Counter>("after-finish");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  Tx tx = client.Begin();
+  topic.Key("k").LockCompactionHead(tx);
+  tx.Commit();
+  PGconn* conn = tx.native_handle();
+  CHECK(PQtransactionStatus(conn) == PQTRANS_IDLE);
+  producer.Produce(Counter{1}, Compacted("k"));
+  CHECK(db.raw().Int("SELECT count(*) FROM " +
+                     db.MessageTable("after-finish")) == 1);
 }
 
 TEST_CASE("waiting for a pooled connection is bounded") {

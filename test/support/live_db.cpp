@@ -246,4 +246,17 @@ bool WaitForLockWait(RawConn& observer, const std::string& marker,
   return false;
 }
 
+void ReuseTopicIdElsewhere(LiveDb& db, const std::string& name,
+                           const std::string& other, int other_partitions) {
+  const std::int64_t id = db.TopicId(name);
+  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
+  db.client().InstallSchema();
+  compaction::TopicConfig config;
+  config.partitions = other_partitions;
+  db.client().Topic<Counter>(other).Register(config);
+  REQUIRE(db.TopicId(other) == id);
+  db.NewClient(1).Topic<Counter>(name).Register();
+  REQUIRE(db.TopicId(name) != id);
+}
+
 }  // namespace testing

@@ -133,4 +133,12 @@ void InsertHeadless(RawConn& raw, const std::string& table,
 // A fresh unique string for keys and topic names.
 std::string Unique(const std::string& prefix);
 
+// Drops `db`'s schema and installs it again under the live clients, whose
+// caches still map `name` to its old id: the identity starts over, so
+// topic `other` (of `other_partitions`) registered first takes that id,
+// and `name` is registered again (through another client) under a new
+// one. Requires both.
+void ReuseTopicIdElsewhere(LiveDb& db, const std::string& name,
+                           const std::string& other, int other_partitions = 1);
+
 }  // namespace testing

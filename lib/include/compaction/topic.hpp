@@ -44,8 +44,10 @@ class KeyHandle {
   // same). The lock is held until `tx` ends; produce the next value with
   // ProduceInTx below on the same `tx` (a Producer's keyed produce without
   // compaction to a key the transaction locked is InvalidArgument). One
-  // round trip for the lock whatever the key's state, plus one to resolve
-  // the topic through `tx` the first time `tx` touches the topic.
+  // round trip for the lock whatever the key's state; the first time `tx`
+  // touches the topic it is also resolved through `tx`, in the same round
+  // trip (with BEGIN) when the lock is `tx`'s first statement and the
+  // client knows the topic, in a round trip of its own otherwise.
   // Savepoints: the library remembers the locked key until `tx` ends and
   // cannot see SAVEPOINT / ROLLBACK TO SAVEPOINT sent on native_handle()
   // (or on a borrowed connection). After the caller rolls back to a

@@ -59,10 +59,12 @@ class COMPACTION_EXPORT Tx {
   // These three throw UsageError on a moved-from Tx.
   TxStatus status() const;
   bool borrowed() const;
-  // The connection, inside the transaction: on an owned Tx that has sent
-  // nothing yet, this sends its BEGIN first (one round trip), so statements
-  // run on the handle belong to the transaction. Use it only on the thread
-  // that owns the Tx, and leave it idle inside the transaction block.
+  // The connection, inside the transaction: on an active owned Tx that has
+  // sent nothing yet, this sends its BEGIN first (one round trip, which may
+  // throw the library's connection errors), so statements run on the
+  // handle belong to the transaction. Use it only on the thread that owns
+  // the Tx, leave it idle inside the transaction block, and not after the
+  // Tx finished (the connection is back in the pool).
   pg_conn* native_handle() const;
 
  private:

@@ -118,8 +118,9 @@ Result ExecStatement(Session session, const char* operation,
                 statement.params);
 }
 
-std::vector<Result> ExecPipelined(Session session, const char* operation,
-                                  const std::vector<Statement>& requested) {
+std::vector<Result> ExecPipelinedResults(
+    Session session, const char* operation,
+    const std::vector<Statement>& requested) {
   if (session.in_pipeline()) {
     // A borrowed connection put into the caller's own pipeline after
     // Tx::Borrow; preparing (a synchronous call) would fail there too.
@@ -149,21 +150,35 @@ std::vector<Result> ExecPipelined(Session session, const char* operation,
   const std::vector<Statement>& statements =
       with_begin || with_settings ? prefixed : requested;
   PipelineReply reply = RunPipeline(session, operation, statements);
-  // The statement's own error first: it carries the SQLSTATE.
-  for (const Result& r : reply.results) {
-    if (!Succeeded(r.get())) ThrowError(operation, session.conn, r);
+  const std::size_t added = (with_begin ? 1 : 0) + (with_settings ? 1 : 0);
+  const bool complete = reply.sent && reply.left && reply.synced &&
+                        reply.results.size() == statements.size();
+  // A failed BEGIN or settings statement, or an incomplete pipeline: the
+  // first error the server sent first (it carries the SQLSTATE).
+  for (std::size_t i = 0; i < reply.results.size(); ++i) {
+    if ((i < added || !complete) && !Succeeded(reply.results[i].get())) {
+      ThrowError(operation, session.conn, reply.results[i]);
+    }
   }
   // Then the implicit transaction's COMMIT refused at the sync point.
   if (reply.at_sync) ThrowError(operation, session.conn, reply.at_sync);
-  if (!reply.sent || !reply.left || !reply.synced ||
-      reply.results.size() != statements.size()) {
-    ThrowError(operation, session.conn, nullptr);
-  }
+  if (!complete) ThrowError(operation, session.conn, nullptr);
   if (with_settings) {
     reply.results.erase(reply.results.begin() + settings_at);
   }
   if (with_begin) reply.results.erase(reply.results.begin());
   return std::move(reply.results);
+}
+
+std::vector<Result> ExecPipelined(Session session, const char* operation,
+                                  const std::vector<Statement>& requested) {
+  std::vector<Result> results =
+      ExecPipelinedResults(session, operation, requested);
+  // The first statement that failed; the server skipped the rest.
+  for (const Result& r : results) {
+    if (!Succeeded(r.get())) ThrowError(operation, session.conn, r);
+  }
+  return results;
 }
 
 Result ExecScript(pg_conn* conn, const char* operation,

@@ -124,6 +124,12 @@ struct Statement {
 // transaction block it aborts the transaction like any failed statement.
 std::vector<Result> ExecPipelined(Session session, const char* operation,
                                   const std::vector<Statement>& statements);
+// The same, but returns each statement's result, failed ones included (for
+// a caller that judges an earlier statement's result before a later one's
+// error); still throws when the pipeline did not complete.
+std::vector<Result> ExecPipelinedResults(
+    Session session, const char* operation,
+    const std::vector<Statement>& statements);
 // Exec of one Statement (its slot included).
 Result ExecStatement(Session session, const char* operation,
                      const Statement& statement);
