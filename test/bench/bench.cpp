@@ -1172,10 +1172,11 @@ void Bench::LockFormsSection() {
           ratio(fn, loop) + " | " + ratio(fn, up) + " |");
     }
   }
-  lockforms_md_.push_back("");
-  lockforms_md_.push_back("Every form, tx/s, median of rounds:");
-  lockforms_md_.push_back("");
-  {
+  // One column per form: `values`' median for each workload and threads.
+  auto per_form = [&](const std::string& title, const auto& values, int prec) {
+    lockforms_md_.push_back("");
+    lockforms_md_.push_back(title);
+    lockforms_md_.push_back("");
     std::string header = "| keys | threads |", rule = "|---|---|";
     for (const auto& f : forms) {
       header += " " + f + " |";
@@ -1186,35 +1187,24 @@ void Bench::LockFormsSection() {
     for (const auto& w : workloads) {
       for (int threads : o_.threads) {
         std::string row = "| " + w + " | " + std::to_string(threads) + " |";
-        for (const auto& f : forms)
-          row += " " + Fmt(median(tps[{w, f, threads}]), 0) + " |";
+        for (const auto& f : forms) {
+          auto it = values.find({w, f, threads});
+          row += " " +
+                 Fmt(it == values.end() ? 0.0 : median(it->second), prec) +
+                 " |";
+        }
         lockforms_md_.push_back(row);
       }
     }
-  }
+  };
+  per_form("Every form, tx/s, median of rounds:", tps, 0);
   // The framing made visible: at 1 thread the client sleeps once per round
   // trip, so its context switches per transaction are about its round trips
   // (plus involuntary ones on a loaded machine).
-  lockforms_md_.push_back("");
-  lockforms_md_.push_back(
+  per_form(
       "Client context switches per transaction (about the round trips at 1 "
-      "thread), median of rounds:");
-  lockforms_md_.push_back("");
-  std::string header = "| keys | threads |", rule = "|---|---|";
-  for (const auto& f : forms) {
-    header += " " + f + " |";
-    rule += "---|";
-  }
-  lockforms_md_.push_back(header);
-  lockforms_md_.push_back(rule);
-  for (const auto& w : workloads) {
-    for (int threads : o_.threads) {
-      std::string row = "| " + w + " | " + std::to_string(threads) + " |";
-      for (const auto& f : forms)
-        row += " " + Fmt(median(csw[{w, f, threads}]), 2) + " |";
-      lockforms_md_.push_back(row);
-    }
-  }
+      "thread), median of rounds:",
+      csw, 2);
 }
 
 void Bench::ThroughputSection() {
