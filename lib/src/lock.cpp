@@ -52,9 +52,8 @@ struct Locked {
 // inside a savepoint, which a lock timeout may roll back to.
 pg::Statement LockStatement(ClientCore& core, const TopicInfo& topic,
                             const std::string& key, bool guarded) {
-  const pg::FixedSql& sql = core.Sql(topic).lock;
-  return {sql.text, pg::Params().Add(key).Add(std::string(guarded ? "t" : "f")),
-          sql.slot};
+  return {core.Sql(topic).lock,
+          pg::Params().Add(key).Add(std::string(guarded ? "t" : "f"))};
 }
 
 // What the lock function returned.

@@ -100,24 +100,19 @@ pg::Statement BuildProduce(ClientCore& core, const TopicInfo& topic,
                            const Outgoing& message,
                            const ProduceOptions& options) {
   const TopicSql& sql = core.Sql(topic);
-  pg::Statement st;
-  st.params.Add(options.message_key).Add(message.schema_version);
+  pg::Params params;
+  params.Add(options.message_key).Add(message.schema_version);
   if (message.tombstone) {
-    st.params.AddNull();  // a tombstone's payload is SQL NULL
+    params.AddNull();  // a tombstone's payload is SQL NULL
   } else {
-    st.params.Add(message.payload_json);
+    params.Add(message.payload_json);
   }
   if (options.compaction) {
-    st.params.Add(options.compaction->rank);
-    st.sql = sql.produce_compacted.text;
-    st.slot = sql.produce_compacted.slot;
-  } else {
-    const pg::FixedSql& plain =
-        options.message_key ? sql.produce_keyed : sql.produce_unkeyed;
-    st.sql = plain.text;
-    st.slot = plain.slot;
+    params.Add(options.compaction->rank);
+    return {sql.produce_compacted, std::move(params)};
   }
-  return st;
+  return {options.message_key ? sql.produce_keyed : sql.produce_unkeyed,
+          std::move(params)};
 }
 
 ProduceResult Decode(const pg::Result& r) {

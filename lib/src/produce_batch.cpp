@@ -92,16 +92,16 @@ Arrays BuildArrays(std::span<const BatchElement> batch) {
 pg::Statement BuildStatement(const ClientCore& core, std::int64_t topic_id,
                              std::span<const BatchElement> batch) {
   Arrays a = BuildArrays(batch);
-  pg::Statement st;
-  st.sql = "/* compaction:ProduceBatch */ SELECT p.message_id, " +
-           Micros("p.message_created_at") + ", p.advanced FROM " +
-           core.schema() + ".produce_batch_" + std::to_string(topic_id) +
-           "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[]) p";
-  st.params.Add(std::move(a.keys))
+  pg::Params params;
+  params.Add(std::move(a.keys))
       .Add(std::move(a.versions))
       .Add(std::move(a.ranks))
       .Add(std::move(a.payloads));
-  return st;
+  return {"/* compaction:ProduceBatch */ SELECT p.message_id, " +
+              Micros("p.message_created_at") + ", p.advanced FROM " +
+              core.schema() + ".produce_batch_" + std::to_string(topic_id) +
+              "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[]) p",
+          std::move(params)};
 }
 
 // One row per message, in no particular order (the function answers a key
@@ -219,7 +219,7 @@ std::vector<ProduceResult> ProduceBatch(ClientCore& core, Tx* tx,
   }
   try {
     const pg::Statement st = BuildStatement(core, info->id, batch);
-    pg::Result r = pg::Exec(s, kOp, st.sql, st.params);
+    pg::Result r = pg::ExecStatement(s, kOp, st);
     std::vector<ProduceResult> results = Decode(r, batch.size());
     state.RememberTouchedTopic(*info);
     state.RememberWritten(Written(*info, batch.back(), results.back()));

@@ -148,8 +148,7 @@ std::string ResolveTopicSql(const std::string& schema) {
 
 pg::Statement ResolveTopicStatement(const ClientCore& core,
                                     const std::string& name) {
-  return {core.resolve_sql().text, pg::Params().Add(name),
-          core.resolve_sql().slot};
+  return {core.resolve_sql(), pg::Params().Add(name)};
 }
 
 TopicInfo ParseResolvedTopic(const pg::Result& r, const char* operation,
@@ -184,8 +183,12 @@ std::optional<LookedUp> RunWithLookup(
     const std::function<pg::Statement(const TopicInfo&)>& build) {
   const std::optional<TopicInfo> cached = core.CachedTopic(name);
   if (!cached || !session.needs_begin()) return std::nullopt;
-  std::vector<pg::Result> r = pg::ExecPipelinedResults(
-      session, operation, {ResolveTopicStatement(core, name), build(*cached)});
+  std::vector<pg::Statement> statements;
+  statements.reserve(2);
+  statements.push_back(ResolveTopicStatement(core, name));
+  statements.push_back(build(*cached));
+  std::vector<pg::Result> r =
+      pg::ExecPipelinedResults(session, operation, statements);
   // The look-up is judged first: a statement that ran under an id that is
   // no longer the topic's, and failed there, says nothing of the topic.
   std::optional<TopicInfo> found;

@@ -54,15 +54,18 @@ bool JudgeCommitted(Session session, const char* operation,
 // `begin`, the statement ends a transaction block already open.
 CommittedExec ExecInBlock(Session session, const char* operation,
                           const Statement& statement, bool begin = true) {
-  std::vector<Statement> all;
+  static const std::string kBegin = kBeginTransaction;
+  static const std::string kCommit = "COMMIT";
+  static const Params kNone;
+  std::vector<StatementRef> all;
   if (begin) {
-    all.push_back({kBeginTransaction, {}});
+    all.push_back({&kBegin, &kNone});
     if (session.needs_local_settings()) {
-      all.push_back(Statement{*session.local_settings, {}});
+      all.push_back({session.local_settings, &kNone});
     }
   }
-  all.push_back(statement);
-  all.push_back(Statement{"COMMIT", {}});
+  all.push_back(Ref(statement));
+  all.push_back({&kCommit, &kNone});
   const std::size_t commit = all.size() - 1;
   // The flush request makes the server send the statement's result before
   // it runs COMMIT, instead of at the sync.
@@ -84,7 +87,7 @@ CommittedExec ExecInBlock(Session session, const char* operation,
 // server send the statement's result before it commits.
 CommittedExec ExecImplicit(Session session, const char* operation,
                            const Statement& statement) {
-  PipelineReply reply = RunPipeline(session, operation, {statement}, 1);
+  PipelineReply reply = RunPipeline(session, operation, {Ref(statement)}, 1);
   CommittedExec out;
   if (!reply.results.empty()) out.rows = std::move(reply.results.front());
   if (!Succeeded(out.rows.get())) {

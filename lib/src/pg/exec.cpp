@@ -80,13 +80,20 @@ Result ExecUncheckedIn(Session session, const char* operation,
   return result;
 }
 
+// The pipeline of `requested` with BEGIN and the session's settings in
+// front when it needs them (one round trip all the same), judged as
+// ExecPipelinedResults says.
+std::vector<Result> RunPrefixed(Session session, const char* operation,
+                                const std::vector<StatementRef>& requested);
+
 Result ExecIn(Session session, const char* operation, const std::string& sql,
               std::size_t slot, const Params& params) {
   if (session.needs_local_settings() || session.needs_begin()) {
-    // One round trip all the same: BEGIN and the settings ride in its
-    // pipeline.
     std::vector<Result> results =
-        ExecPipelined(session, operation, {Statement{sql, params, slot}});
+        RunPrefixed(session, operation, {StatementRef{&sql, &params, slot}});
+    if (!Succeeded(results.front().get())) {
+      ThrowError(operation, session.conn, results.front());
+    }
     return std::move(results.front());
   }
   Result result = ExecUncheckedIn(session, operation, sql, slot, params);
@@ -114,13 +121,14 @@ Result Exec(Session session, const char* operation, const FixedSql& sql,
 
 Result ExecStatement(Session session, const char* operation,
                      const Statement& statement) {
-  return ExecIn(session, operation, statement.sql, statement.slot,
+  return ExecIn(session, operation, statement.sql(), statement.slot(),
                 statement.params);
 }
 
-std::vector<Result> ExecPipelinedResults(
-    Session session, const char* operation,
-    const std::vector<Statement>& requested) {
+namespace {
+
+std::vector<Result> RunPrefixed(Session session, const char* operation,
+                                const std::vector<StatementRef>& requested) {
   if (session.in_pipeline()) {
     // A borrowed connection put into the caller's own pipeline after
     // Tx::Borrow; preparing (a synchronous call) would fail there too.
@@ -132,23 +140,20 @@ std::vector<Result> ExecPipelinedResults(
   // query (the settings' SELECT takes a snapshot), which matters when the
   // server's default is not READ COMMITTED.
   const bool leads_with_begin =
-      !requested.empty() && requested.front().sql.starts_with("BEGIN");
+      !requested.empty() && requested.front().sql->starts_with("BEGIN");
   const bool with_begin = session.needs_begin() && !leads_with_begin;
   const bool with_settings = session.needs_local_settings();
   const std::size_t settings_at = leads_with_begin || with_begin ? 1 : 0;
-  std::vector<Statement> prefixed;
-  if (with_begin || with_settings) {
-    prefixed = requested;
-    if (with_begin) {
-      prefixed.insert(prefixed.begin(), Statement{kBeginTransaction, {}});
-    }
-    if (with_settings) {
-      prefixed.insert(prefixed.begin() + settings_at,
-                      Statement{*session.local_settings, {}});
-    }
+  static const std::string kBegin = kBeginTransaction;
+  static const Params kNone;
+  std::vector<StatementRef> statements;
+  statements.reserve(requested.size() + 2);
+  if (with_begin) statements.push_back({&kBegin, &kNone});
+  statements.insert(statements.end(), requested.begin(), requested.end());
+  if (with_settings) {
+    statements.insert(statements.begin() + settings_at,
+                      StatementRef{session.local_settings, &kNone});
   }
-  const std::vector<Statement>& statements =
-      with_begin || with_settings ? prefixed : requested;
   PipelineReply reply = RunPipeline(session, operation, statements);
   const std::size_t added = (with_begin ? 1 : 0) + (with_settings ? 1 : 0);
   const bool complete = reply.sent && reply.left && reply.synced &&
@@ -168,6 +173,17 @@ std::vector<Result> ExecPipelinedResults(
   }
   if (with_begin) reply.results.erase(reply.results.begin());
   return std::move(reply.results);
+}
+
+}  // namespace
+
+std::vector<Result> ExecPipelinedResults(
+    Session session, const char* operation,
+    const std::vector<Statement>& requested) {
+  std::vector<StatementRef> refs;
+  refs.reserve(requested.size());
+  for (const Statement& st : requested) refs.push_back(Ref(st));
+  return RunPrefixed(session, operation, refs);
 }
 
 std::vector<Result> ExecPipelined(Session session, const char* operation,

@@ -112,12 +112,35 @@ Result Exec(Session session, const char* operation, const FixedSql& sql,
 // statements outside a Client::Begin transaction.
 Result ExecUnchecked(Session session, const char* operation,
                      const std::string& sql, const Params& params = {});
-// One statement of a pipeline.
-struct Statement {
-  std::string sql;
+// One statement of a pipeline: SQL text it owns, or a FixedSql it refers
+// to (kept by its ClientCore for the core's life), so that the hot path's
+// statements copy no SQL text per call.
+class Statement {
+ public:
+  Statement() = default;
+  Statement(std::string sql, Params values = {})
+      : params(std::move(values)), owned_(std::move(sql)) {}
+  Statement(const FixedSql& sql, Params values = {})
+      : params(std::move(values)), fixed_(&sql) {}
+  const std::string& sql() const { return fixed_ ? fixed_->text : owned_; }
+  std::size_t slot() const { return fixed_ ? fixed_->slot : kNoSlot; }
+
   Params params;
-  std::size_t slot = kNoSlot;  // FixedSql::slot, when sql is one's text
+
+ private:
+  std::string owned_;
+  const FixedSql* fixed_ = nullptr;
 };
+// A statement as a pipeline sends it: its text and parameters by
+// reference (they outlive the call), so that nothing is copied to send it.
+struct StatementRef {
+  const std::string* sql;
+  const Params* params;
+  std::size_t slot = kNoSlot;
+};
+inline StatementRef Ref(const Statement& statement) {
+  return {&statement.sql(), &statement.params, statement.slot()};
+}
 // Runs the statements in order in one round trip (libpq pipeline mode) and
 // returns their results. When one fails the server skips the rest; the
 // first error is thrown after the pipeline is drained, and inside a

@@ -14,16 +14,17 @@ namespace {
 // the cache start over and drop the others on the server, so the names
 // count only when the cache kept its generation throughout; the second pass
 // finds the cache nearly empty and cannot start over again.
-std::vector<std::string> PrepareAll(Session session, const char* operation,
-                                    const std::vector<Statement>& statements) {
+std::vector<std::string> PrepareAll(
+    Session session, const char* operation,
+    const std::vector<StatementRef>& statements) {
   std::vector<std::string> names;
   if (session.cache == nullptr) return names;  // unnamed statements
   for (;;) {
     names.clear();
     const std::uint64_t generation = session.cache->generation();
-    for (const Statement& st : statements) {
-      names.push_back(session.cache->Prepare(session.conn, operation, st.sql,
-                                             st.params.size(), st.slot));
+    for (const StatementRef& st : statements) {
+      names.push_back(session.cache->Prepare(session.conn, operation, *st.sql,
+                                             st.params->size(), st.slot));
     }
     if (session.cache->generation() == generation) return names;
   }
@@ -31,14 +32,14 @@ std::vector<std::string> PrepareAll(Session session, const char* operation,
 
 // Queues one statement in pipeline mode; false when libpq refuses it.
 bool SendPipelined(Session session, const std::string* name,
-                   const Statement& statement) {
-  const std::vector<const char*> values = statement.params.Pointers();
-  const int n = statement.params.size();
+                   const StatementRef& statement) {
+  const std::vector<const char*> values = statement.params->Pointers();
+  const int n = statement.params->size();
   if (name != nullptr) {
     return PQsendQueryPrepared(session.conn, name->c_str(), n, values.data(),
                                nullptr, nullptr, 0) == 1;
   }
-  return PQsendQueryParams(session.conn, statement.sql.c_str(), n, nullptr,
+  return PQsendQueryParams(session.conn, statement.sql->c_str(), n, nullptr,
                            values.data(), nullptr, nullptr, 0) == 1;
 }
 
@@ -80,7 +81,7 @@ bool LeavePipeline(pg_conn* conn) {
 }  // namespace
 
 PipelineReply RunPipeline(Session session, const char* operation,
-                          const std::vector<Statement>& statements,
+                          const std::vector<StatementRef>& statements,
                           std::size_t flush_before) {
   const std::vector<std::string> names =
       PrepareAll(session, operation, statements);

@@ -36,7 +36,7 @@ inline constexpr std::size_t kNoFlush = static_cast<std::size_t>(-1);
 // discards it. Throws only when preparing fails or pipeline mode cannot
 // be entered (nothing sent).
 PipelineReply RunPipeline(Session session, const char* operation,
-                          const std::vector<Statement>& statements,
+                          const std::vector<StatementRef>& statements,
                           std::size_t flush_before = kNoFlush);
 
 }  // namespace compaction::pg
