@@ -190,9 +190,7 @@ TopicInfo ResolveAndLock(ClientCore& core, pg::Session s,
                          pg::Result& lock) {
   const std::optional<TopicInfo> cached = core.CachedTopic(topic);
   if (!cached || cached->partitions != 1) {
-    TopicInfo info = ResolveTopic(core, s, kPollOp, topic);
-    core.CacheTopic(info);
-    return info;
+    return ResolveTopic(core, s, kPollOp, topic);
   }
   std::vector<pg::Result> r;
   try {

@@ -174,7 +174,11 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
   } catch (const DatabaseError& e) {
     RethrowSchemaMissing(core, operation, e);
   }
-  return ParseResolvedTopic(r, operation, name, lock_timeout);
+  TopicInfo topic = ParseResolvedTopic(r, operation, name, lock_timeout);
+  // Whoever looked it up, the next transaction sends the look-up with its
+  // first statement (RunWithLookup), which still checks it.
+  core.CacheTopic(topic);
+  return topic;
 }
 
 std::optional<LookedUp> RunWithLookup(
@@ -320,11 +324,9 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
 }
 
 TopicInfo FindTopic(ClientCore& core, const std::string& name) {
-  TopicInfo topic = WithConnection(core, "FindTopic", [&](pg::Session s) {
+  return WithConnection(core, "FindTopic", [&](pg::Session s) {
     return ResolveTopic(core, s, "FindTopic", name);
   });
-  core.CacheTopic(topic);
-  return topic;
 }
 
 const TopicSql& ClientCore::Sql(const TopicInfo& topic) {

@@ -20,7 +20,8 @@ namespace compaction::detail {
 
 // Looks the topic up through `session` (and so inside its transaction, if
 // any), checking its baseline version. Throws TopicNotFound,
-// SchemaVersionMismatch (also when the schema is not installed).
+// SchemaVersionMismatch (also when the schema is not installed). Caches
+// what it found in `core`.
 // `lock_timeout`, when given, receives the session's lock_timeout setting
 // from the same round trip.
 TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
@@ -63,18 +64,13 @@ decltype(auto) WithTopic(ClientCore& core, const char* operation,
                          const std::string& name, F&& fn) {
   return WithConnection(core, operation, [&](pg::Session session) {
     std::optional<TopicInfo> topic = core.CachedTopic(name);
-    if (!topic) {
-      topic = ResolveTopic(core, session, operation, name);
-      core.CacheTopic(*topic);
-    }
+    if (!topic) topic = ResolveTopic(core, session, operation, name);
     try {
       return fn(session, *topic);
     } catch (const DatabaseError& e) {
       if (e.sqlstate() != pg::kUndefinedTable) throw;
       core.ForgetTopic(name);
-      TopicInfo fresh = ResolveTopic(core, session, operation, name);
-      core.CacheTopic(fresh);
-      return fn(session, fresh);
+      return fn(session, ResolveTopic(core, session, operation, name));
     }
   });
 }

@@ -303,6 +303,27 @@ TEST_CASE("a lock-only transaction takes two round trips in every key state") {
   CHECK(RoundTrips(conn, [&] { client.InTransaction([](Tx&) {}); }) == 0);
 }
 
+// A service that never registers the topic (an operator did) and only
+// locks: the first transaction's look-up fills the client's cache, so the
+// next ones send it with the lock.
+TEST_CASE(
+    "a client that only locks pipelines the look-up from its second "
+    "transaction on") {
+  LiveDb db;
+  db.client().Topic<Counter>("trips_unregistered").Register();
+  compaction::Client client = db.NewClient(1);
+  auto topic = client.Topic<Counter>("trips_unregistered");
+  PGconn* conn = nullptr;
+  client.InTransaction([&](Tx& tx) {
+    topic.Key("first").LockCompactionHead(tx);
+    conn = tx.native_handle();
+  });
+  CHECK(RoundTrips(conn, [&] {
+          client.InTransaction(
+              [&](Tx& tx) { topic.Key("second").LockCompactionHead(tx); });
+        }) == 2);
+}
+
 // The look-up that rides with a transaction's first lock still decides:
 // when the cached id now names another topic's objects, the lock that ran
 // there with it is rolled back and the key is locked in its own topic.
