@@ -17,6 +17,7 @@
 #include "compaction/detail/entry_points.hpp"
 #include "compaction/options.hpp"
 #include "compaction/tx.hpp"
+#include "head_hints.hpp"
 #include "pg/connection.hpp"
 #include "pg/errors.hpp"
 #include "pg/exec.hpp"
@@ -33,6 +34,8 @@ namespace compaction::detail {
 struct TopicSql {
   int partitions = 0;
   pg::FixedSql lock;               // lock.cpp, LockSql
+  pg::FixedSql lock_row;           // lock.cpp, LockRowSql
+  pg::FixedSql read_locked_head;   // lock.cpp, ReadLockedHeadSql
   pg::FixedSql produce_compacted;  // produce.cpp, CompactedInsertSql
   pg::FixedSql produce_keyed;      // produce.cpp, PlainInsertSql
   pg::FixedSql produce_unkeyed;
@@ -90,6 +93,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // `topic`'s statements (topics.cpp), built on first use. The reference
   // stays valid for the life of the core.
   const TopicSql& Sql(const TopicInfo& topic);
+  // Keys this client saw with a head (lock.cpp).
+  HeadHints& head_hints() { return head_hints_; }
 
  private:
   const ClientOptions options_;
@@ -107,6 +112,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Entries replaced after a schema was installed again: a caller may still
   // hold a reference to one.
   std::vector<std::unique_ptr<const TopicSql>> retired_sql_;
+  HeadHints head_hints_;
 };
 
 // A message a transaction wrote, as its INSERT ... RETURNING said: the

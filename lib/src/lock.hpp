@@ -20,6 +20,10 @@ struct LockedRow {
 // The statement calling the topic's lock_<id> (built once per topic:
 // ClientCore::Sql).
 std::string LockSql(const ClientCore& core, std::int64_t id);
+// The seed's lock of an existing row and the read of its head, for a key
+// the client saw with a head (built once per topic as well).
+std::string LockRowSql(const ClientCore& core, std::int64_t id);
+std::string ReadLockedHeadSql(const ClientCore& core, std::int64_t id);
 
 LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
                       const std::string& key, const LockOptions& options);

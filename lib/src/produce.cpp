@@ -185,11 +185,13 @@ ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
     std::optional<LookedUp> done =
         RunWithLookup(core, s, kOp, topic, [&](const TopicInfo& t) {
           RefuseUncompactedLockedKey(state, t.id, options);
-          return BuildProduce(core, t, message, options);
+          std::vector<pg::Statement> produce;
+          produce.push_back(BuildProduce(core, t, message, options));
+          return produce;
         });
     if (done) {
       info = std::move(done->topic);
-      first = Decode(done->result);
+      first = Decode(done->results.front());
     }
   }
   if (!info) info = ResolveTopic(core, s, kOp, topic);

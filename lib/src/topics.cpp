@@ -184,13 +184,11 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
 std::optional<LookedUp> RunWithLookup(
     ClientCore& core, pg::Session session, const char* operation,
     const std::string& name,
-    const std::function<pg::Statement(const TopicInfo&)>& build) {
+    const std::function<std::vector<pg::Statement>(const TopicInfo&)>& build) {
   const std::optional<TopicInfo> cached = core.CachedTopic(name);
   if (!cached || !session.needs_begin()) return std::nullopt;
-  std::vector<pg::Statement> statements;
-  statements.reserve(2);
-  statements.push_back(ResolveTopicStatement(core, name));
-  statements.push_back(build(*cached));
+  std::vector<pg::Statement> statements = build(*cached);
+  statements.insert(statements.begin(), ResolveTopicStatement(core, name));
   std::vector<pg::Result> r =
       pg::ExecPipelinedResults(session, operation, statements);
   // The look-up is judged first: a statement that ran under an id that is
@@ -206,10 +204,15 @@ std::optional<LookedUp> RunWithLookup(
   }
   if (found && found->id == cached->id &&
       found->partitions == cached->partitions) {
-    if (!pg::Succeeded(r[1].get())) {
-      pg::ThrowError(operation, session.conn, r[1]);  // as on the long way
+    for (const pg::Result& result : r) {
+      if (!pg::Succeeded(result.get())) {
+        // The first that failed (the server skipped the rest), as on the
+        // long way.
+        pg::ThrowError(operation, session.conn, result);
+      }
     }
-    return LookedUp{std::move(*found), std::move(r[1])};
+    r.erase(r.begin());
+    return LookedUp{std::move(*found), std::move(r)};
   }
   pg::RollbackQuietly(session);
   // The next transaction goes the long way at once, or pipelines the id
@@ -341,13 +344,15 @@ const TopicSql& ClientCore::Sql(const TopicInfo& topic) {
     // The old entry stays alive if another thread holds it: entries are
     // only replaced when a schema was installed again (see TopicSql).
     if (slot) retired_sql_.push_back(std::move(slot));
-    const std::size_t at = next_slot.fetch_add(4);
+    const std::size_t at = next_slot.fetch_add(6);
     slot = std::make_unique<const TopicSql>(
         TopicSql{topic.partitions,
                  {LockSql(*this, topic.id), at},
-                 {CompactedInsertSql(*this, topic.id), at + 1},
-                 {PlainInsertSql(*this, topic, true), at + 2},
-                 {PlainInsertSql(*this, topic, false), at + 3}});
+                 {LockRowSql(*this, topic.id), at + 1},
+                 {ReadLockedHeadSql(*this, topic.id), at + 2},
+                 {CompactedInsertSql(*this, topic.id), at + 3},
+                 {PlainInsertSql(*this, topic, true), at + 4},
+                 {PlainInsertSql(*this, topic, false), at + 5}});
   }
   return *slot;
 }

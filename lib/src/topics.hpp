@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compaction/errors.hpp"
 #include "core.hpp"
@@ -35,7 +36,7 @@ TopicInfo ParseResolvedTopic(const pg::Result& r, const char* operation,
                              const std::string& name,
                              std::string* lock_timeout = nullptr);
 
-// A transaction's first statement, on a topic the client has cached:
+// A transaction's first statement(s), on a topic the client has cached:
 // BEGIN, the topic's look-up and build(cached topic) go out in one round
 // trip instead of three. The look-up still decides, as on the long way:
 // when it finds another id (the topic was destroyed and registered again;
@@ -48,12 +49,12 @@ TopicInfo ParseResolvedTopic(const pg::Result& r, const char* operation,
 // as on the long way. `build` may throw before anything is sent.
 struct LookedUp {
   TopicInfo topic;
-  pg::Result result;  // the statement's
+  std::vector<pg::Result> results;  // the built statements', in order
 };
 std::optional<LookedUp> RunWithLookup(
     ClientCore& core, pg::Session session, const char* operation,
     const std::string& name,
-    const std::function<pg::Statement(const TopicInfo&)>& build);
+    const std::function<std::vector<pg::Statement>(const TopicInfo&)>& build);
 
 // Runs fn(session, topic) on a pooled connection with the topic resolved
 // through the client's cache. When the cached id names a table that no

@@ -299,6 +299,20 @@ TEST_CASE("a lock-only transaction takes two round trips in every key state") {
           }) == 2);
     CHECK(head.has_value() == (std::string(key) == "head"));
   }
+  // Seen with a head now, these two go the seed's way: two statements in
+  // the first round trip instead of lock_<id>, still two round trips (once
+  // the connection has prepared them: a warm-up).
+  client.InTransaction(
+      [&](Tx& tx) { topic1.Key("head").LockCompactionHead(tx); });
+  for (const char* key : {"head", "tombstone"}) {
+    INFO(key);
+    std::optional<compaction::StoredMessage<Counter>> head;
+    CHECK(RoundTrips(conn, [&] {
+            client.InTransaction(
+                [&](Tx& tx) { head = topic1.Key(key).LockCompactionHead(tx); });
+          }) == 2);
+    CHECK(head.has_value() == (std::string(key) == "head"));
+  }
   // An empty transaction sends nothing at all.
   CHECK(RoundTrips(conn, [&] { client.InTransaction([](Tx&) {}); }) == 0);
 }
@@ -322,6 +336,120 @@ TEST_CASE(
           client.InTransaction(
               [&](Tx& tx) { topic.Key("second").LockCompactionHead(tx); });
         }) == 2);
+}
+
+// A key this client saw with a head is locked the seed's way: a plain
+// SELECT .. FOR UPDATE, then the head read as a statement of its own. The
+// read's snapshot must come after the lock, or a lock that waited for a
+// writer returns the head that writer replaced.
+TEST_CASE("a key locked the seed's way returns the head its lock waited for") {
+  if (testing::SkipOnCitus("the seed's way is not taken on Citus")) return;
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("seed_way");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("k"));
+  compaction::Client client = db.NewClient(1);
+  auto mine = client.Topic<Counter>("seed_way");
+  client.InTransaction([&](Tx& tx) {
+    CHECK(mine.Key("k").LockCompactionHead(tx)->message.value == 1);
+  });
+  Tx writer = db.client().Begin();
+  REQUIRE(topic.Key("k").LockCompactionHead(writer)->message.value == 1);
+  producer.ProduceInTx(writer, Counter{2}, Compacted("k"));
+  auto seen = std::async(std::launch::async, [&] {
+    return client.InTransaction([&](Tx& tx) {
+      return mine.Key("k").LockCompactionHead(tx)->message.value;
+    });
+  });
+  // Waiting in the seed's statement, not in lock_<id>.
+  REQUIRE(testing::WaitForLockWait(db.raw(), "FOR UPDATE OF h", db.schema()));
+  writer.Commit();
+  CHECK(seen.get() == 2);
+}
+
+// The seed's way is taken on a hint: a key whose row was deleted since
+// (the janitor, the cleaner) or is headless again is then locked by
+// lock_<id>, one round trip more, with the function's effects (the row
+// inserted or its TTL restarted), and the hint is dropped.
+TEST_CASE(
+    "a key seen with a head whose row is gone or headless is still "
+    "locked") {
+  if (testing::SkipOnCitus("writes head rows behind the library's back; the "
+                           "seed's way is not taken on Citus")) {
+    return;
+  }
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("seed_way_stale");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("gone"));
+  producer.Produce(Counter{1}, Compacted("headless"));
+  producer.Produce(Counter{1}, Compacted("warm-up"));
+  compaction::Client client = db.NewClient(1);
+  auto mine = client.Topic<Counter>("seed_way_stale");
+  PGconn* conn = nullptr;
+  // The connection prepares the seed's statements on their first use.
+  for (const char* key : {"gone", "headless", "warm-up", "warm-up"}) {
+    client.InTransaction([&](Tx& tx) {
+      REQUIRE(mine.Key(key).LockCompactionHead(tx).has_value());
+      conn = tx.native_handle();
+    });
+  }
+  const std::string table = db.HeadTable("seed_way_stale");
+  db.raw().Query("DELETE FROM " + table + " WHERE message_key = 'gone'");
+  db.raw().Query("UPDATE " + table +
+                 " SET head_id = NULL, schema_version = NULL, "
+                 "compaction_rank = NULL, updated_at = '2001-01-01', "
+                 "idle_since = '2001-01-01' WHERE message_key = 'headless'");
+  for (const char* key : {"gone", "headless"}) {
+    INFO(key);
+    std::optional<compaction::StoredMessage<Counter>> head =
+        compaction::StoredMessage<Counter>{};
+    CHECK(RoundTrips(conn, [&] {
+            client.InTransaction(
+                [&](Tx& tx) { head = mine.Key(key).LockCompactionHead(tx); });
+          }) == 3);
+    CHECK_FALSE(head.has_value());
+  }
+  CHECK(db.raw().Int("SELECT count(*) FROM " + table +
+                     " WHERE head_id IS NULL AND idle_since > "
+                     "pg_catalog.now() - interval '1 minute'") == 2);
+  for (const char* key : {"gone", "headless"}) {
+    INFO(key);
+    CHECK(RoundTrips(conn, [&] {
+            client.InTransaction(
+                [&](Tx& tx) { mine.Key(key).LockCompactionHead(tx); });
+          }) == 2);
+  }
+}
+
+// The seed's way must not wait under the caller's own lock_timeout: its
+// expiry there would abort the caller's transaction. The statement then
+// locks nothing, and the function's guarded retry times out in a savepoint.
+TEST_CASE(
+    "a key seen with a head times out under the caller's lock_timeout "
+    "and leaves the transaction usable") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("seed_way_timeout");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("busy"));
+  compaction::Client client = db.NewClient(1);
+  auto mine = client.Topic<Counter>("seed_way_timeout");
+  auto mine_producer = mine.RegisterProducer();
+  client.InTransaction(
+      [&](Tx& tx) { REQUIRE(mine.Key("busy").LockCompactionHead(tx)); });
+  Tx holder = db.client().Begin();
+  REQUIRE(topic.Key("busy").LockCompactionHead(holder));
+  Tx tx = client.Begin();
+  PQclear(PQexec(tx.native_handle(), "SET LOCAL lock_timeout = '100ms'"));
+  CHECK_THROWS_AS(mine.Key("busy").LockCompactionHead(tx),
+                  compaction::LockTimeout);
+  mine_producer.ProduceInTx(tx, Counter{5}, Compacted("free"));
+  tx.Commit();
+  holder.Rollback();
+  CHECK(topic.Key("free").CompactionHead()->message.value == 5);
 }
 
 // The look-up that rides with a transaction's first lock still decides:

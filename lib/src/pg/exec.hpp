@@ -78,7 +78,7 @@ class PreparedCache {
 
   // Statements kept per connection before the cache starts over.
   static constexpr std::size_t kMaxPrepared = 512;
-  // FixedSql slots indexed directly (4 per topic: the first 512 topics of
+  // FixedSql slots indexed directly (6 per topic: the first 341 topics of
   // a client); higher ones are looked up by text.
   static constexpr std::size_t kMaxSlots = 2048;
 
