@@ -800,27 +800,12 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design,
                            " m ON m.id = h.head_id WHERE h.message_key = $1";
   const std::string by_id =
       "SELECT " + cols + " FROM " + msg + " m WHERE m.id = $1";
+  // The library's produce (produce_<id>, as ProduceInTx sends it), so
+  // that only the coordination differs.
+  const std::string tid = std::to_string(TopicId(w));
   const std::string produce =
-      "WITH m AS (INSERT INTO " + msg +
-      " (message_key, schema_version, compaction_rank, payload) VALUES ($1, "
-      "$2, $4, $3::jsonb) "
-      "RETURNING id, created_at), h AS (INSERT INTO " +
-      head +
-      " AS h (message_key, head_id, schema_version, compaction_rank, "
-      "created_at, updated_at, "
-      "idle_since) SELECT $1, m.id, $2, $4, statement_timestamp(), "
-      "statement_timestamp(), NULL "
-      "FROM m ON CONFLICT ON CONSTRAINT " +
-      pkey +
-      " DO UPDATE SET head_id = excluded.head_id, schema_version = "
-      "excluded.schema_version, "
-      "compaction_rank = excluded.compaction_rank, updated_at = "
-      "excluded.updated_at, "
-      "idle_since = NULL WHERE h.head_id IS NULL OR (excluded.schema_version, "
-      "excluded.compaction_rank, excluded.head_id) > (h.schema_version, "
-      "h.compaction_rank, "
-      "h.head_id) RETURNING h.head_id) SELECT m.id, EXISTS (SELECT 1 FROM h) "
-      "FROM m";
+      "SELECT p.message_id, p.advanced FROM " + q_ + ".produce_" + tid +
+      "($1::text, $2::integer, $4::bigint, $3::jsonb) p";
   // Conditional write: the head moves only if it is still the version read.
   const std::string cond =
       "WITH m AS (INSERT INTO " + msg +
@@ -862,6 +847,8 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design,
           c->Prepare("upsert_lock", upsert_lock);
           c->Prepare("adv",
                      "SELECT pg_advisory_xact_lock($1::int, hashtext($2))");
+          c->Prepare("begin", "BEGIN ISOLATION LEVEL READ COMMITTED");
+          c->Prepare("begin_ser", "BEGIN ISOLATION LEVEL SERIALIZABLE");
           return c;
         },
         [&](Conn& c, std::mt19937_64& rng, std::int64_t& retries) {
@@ -872,27 +859,37 @@ Cell Bench::RunRejected(const std::string& w, const std::string& design,
                 .at("value")
                 .get<std::int64_t>();
           };
+          // Framed as the library frames its transaction: BEGIN, the
+          // topic's resolution and the design's first statement(s) in one
+          // pipeline (the topic id cached, as the library caches it), then
+          // the produce and COMMIT, each a round trip.
+          std::vector<Conn::Call> first = {
+              {design == "serializable" ? "begin_ser" : "begin", {}},
+              {"resolve", {w}}};
+          if (design == "advisory") {
+            // The read is its own statement: its snapshot comes after the
+            // lock.
+            first.push_back({"adv", {tid, key}});
+            first.push_back({"read", {key}});
+          } else if (design == "upsert-lock") {
+            first.push_back({"upsert_lock", {key}});
+          } else {
+            first.push_back({"read", {key}});
+          }
           for (;;) {
             try {
-              c.Exec(design == "serializable"
-                         ? "BEGIN ISOLATION LEVEL SERIALIZABLE"
-                         : "BEGIN");
-              Res t = c.Run("resolve", {w});
-              const std::string tid = PQgetvalue(t.get(), 0, 0);
+              std::vector<Res> firsts = c.Pipeline(first);
+              const Res& h = firsts.back();
               std::int64_t value = 0;
               std::string expected;
               if (design == "advisory") {
-                c.Run("adv", {tid, key});
-                Res h = c.Run("read", {key});  // new snapshot: after the lock
                 if (PQntuples(h.get())) value = value_of(h.get(), 6);
               } else if (design == "serializable" || design == "conditional") {
-                Res h = c.Run("read", {key});
                 if (PQntuples(h.get())) {
                   value = value_of(h.get(), 6);
                   expected = PQgetvalue(h.get(), 0, 0);
                 }
               } else if (design == "upsert-lock") {
-                Res h = c.Run("upsert_lock", {key});
                 if (!PQgetisnull(h.get(), 0, 0)) {
                   if (!PQgetisnull(h.get(), 0, 1) &&
                       std::string(PQgetvalue(h.get(), 0, 0)) ==
@@ -1098,24 +1095,30 @@ Cell Bench::RunLockForm(const std::string& w, const std::string& form,
   });
 }
 
+// "a,b,,c" -> {a, b, c}.
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    if (comma > at) out.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 void Bench::LockFormsSection() {
   std::vector<std::string> forms = {"lock-loop", "lock-upsert", "lock-fn",
                                     "library"};
   // Candidate forms beside these (lock-ioc, lock-fn2): BENCH_LOCK_FORMS,
   // comma-separated, replaces the list (keep the four above in it for the
   // ratio table).
-  if (const char* env = std::getenv("BENCH_LOCK_FORMS")) {
-    forms.clear();
-    std::string list = env;
-    for (std::size_t at = 0; at <= list.size();) {
-      const std::size_t comma = std::min(list.find(',', at), list.size());
-      if (comma > at) forms.push_back(list.substr(at, comma - at));
-      at = comma + 1;
-    }
-  }
-  const std::vector<std::string> workloads = {"new", "inc", "hot"};
+  if (const char* env = std::getenv("BENCH_LOCK_FORMS")) forms = SplitList(env);
+  std::vector<std::string> workloads = {"new", "inc", "hot"};
+  // BENCH_LOCK_KEYS (comma-separated) picks the workloads, e.g. "new".
+  if (const char* env = std::getenv("BENCH_LOCK_KEYS"))
+    workloads = SplitList(env);
   std::map<std::tuple<std::string, std::string, int>, std::vector<double>> tps,
-      csw;
+      csw, cpu;
   for (const auto& w : workloads) {
     std::fprintf(stderr, "lock forms %s\n", w.c_str());
     for (int threads : o_.threads) {
@@ -1128,6 +1131,8 @@ void Bench::LockFormsSection() {
           if (c.seconds > 0) tps[{w, f, threads}].push_back(c.tx / c.seconds);
           if (c.tx > 0) {
             csw[{w, f, threads}].push_back((double)c.client_csw /
+                                           (c.tx + c.extra_tx));
+            cpu[{w, f, threads}].push_back(1e6 * c.client_cpu /
                                            (c.tx + c.extra_tx));
           }
         }
@@ -1205,6 +1210,9 @@ void Bench::LockFormsSection() {
       "Client context switches per transaction (about the round trips at 1 "
       "thread), median of rounds:",
       csw, 2);
+  // What the client itself spends: the library's overhead over a raw form
+  // with the same statements and round trips.
+  per_form("Client CPU per transaction (us), median of rounds:", cpu, 1);
 }
 
 void Bench::ThroughputSection() {
