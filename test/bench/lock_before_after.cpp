@@ -3,10 +3,10 @@
 // (RESULTS.md, run L4: this library against the one issue 26 measured).
 // It uses only API both have. Not part of the build; per library build:
 //
-//   g++ -std=c++20 -O2 -Ilib/include -I"$(pg_config --includedir)"
+//   g++ -std=c++20 -O2 -ITREE/lib/include -I"$(pg_config --includedir)"
 //     test/bench/lock_before_after.cpp BUILD/lib/libcompaction.a -lpq
-//     -o /tmp/lock_OLD_OR_NEW                 (one command line each, the
-//                                              include dir of that build's tree)
+//     -o /tmp/lock_new        (one command line per build; TREE and BUILD
+//                              that build's source tree and build dir)
 //   /tmp/lock_new SCHEMA setup TOPIC          # install, register, 10,000 heads
 //   /tmp/lock_new SCHEMA run TOPIC new|existing|hot THREADS SECONDS
 //
@@ -74,9 +74,9 @@ int main(int argc, char** argv) {
     topic.Register();
     auto producer = topic.RegisterProducer();
     for (int k = 1; k <= kKeys; ++k) {
-      producer.Produce(Counter{0},
-                       compaction::ProduceOptions{
-                           std::to_string(k), compaction::CompactionOptions{0}});
+      producer.Produce(
+          Counter{0}, compaction::ProduceOptions{
+                          std::to_string(k), compaction::CompactionOptions{0}});
     }
     return 0;
   }
@@ -106,10 +106,9 @@ int main(int argc, char** argv) {
         const std::string key = KeyFor(keys, rng);
         const auto t0 = std::chrono::steady_clock::now();
         lock_once(key);
-        latencies[t].push_back(
-            std::chrono::duration<double, std::micro>(
-                std::chrono::steady_clock::now() - t0)
-                .count());
+        latencies[t].push_back(std::chrono::duration<double, std::micro>(
+                                   std::chrono::steady_clock::now() - t0)
+                                   .count());
       }
     });
   }
