@@ -21,7 +21,7 @@ class HeadHints {
   // Remembers (`has_head`) or forgets the key.
   void Set(std::int64_t topic_id, const std::string& key, bool has_head);
 
-  // About 2 MB at most.
+  // About 3 MB at most (hashes, nodes and buckets).
   static constexpr std::size_t kMaxKeys = 1 << 16;
 
  private:

@@ -132,14 +132,20 @@ std::vector<pg::Result> RunAttempt(pg::Session s,
   return out;
 }
 
-// What the first attempt locked. Empty when the seed's way locked no row
-// with a head: the row is gone (janitor, cleaner), the session has a
-// lock_timeout (the statement then locks nothing), or the row is headless
-// (its TTL must restart under the lock). The function decides then.
+// What the first attempt locked. By the seed's way: the head, or not done
+// when the row has a head but nothing was locked (the session has a
+// lock_timeout, under which the statement locks nothing; or the row was
+// deleted and made again while the lock waited), so the guarded retry in a
+// savepoint runs at once, as after lock_<id>'s 'g'. Empty when the row is
+// gone (janitor, cleaner) or headless (its TTL must restart under the
+// lock): the function decides then.
 std::optional<Locked> JudgeAttempt(const std::vector<pg::Result>& results) {
   if (results.size() == 1) return ParseLocked(results.front());
-  if (results[0].rows() != 1 || results[1].rows() != 1) return std::nullopt;
-  return ParseLocked(results[1]);
+  const bool locked = results[0].rows() == 1;
+  const bool has_head = results[1].rows() == 1;
+  if (locked && has_head) return ParseLocked(results[1]);
+  if (has_head) return Locked{false, std::nullopt};
+  return std::nullopt;
 }
 
 // Opens the savepoint; with `timeout`, also sets lock_timeout for the body
@@ -290,7 +296,7 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
     }
     throw;
   }
-  core.head_hints().Set(info->id, key, head.has_value());
+  if (!core.citus()) core.head_hints().Set(info->id, key, head.has_value());
   state.RememberTouchedTopic(*info);
   state.RememberLockedKey(info->id, key);
   return LockedRow{std::move(head)};

@@ -176,8 +176,9 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
   }
   TopicInfo topic = ParseResolvedTopic(r, operation, name, lock_timeout);
   // Whoever looked it up, the next transaction sends the look-up with its
-  // first statement (RunWithLookup), which still checks it.
-  core.CacheTopic(topic);
+  // first statement (RunWithLookup), which still checks it. Not what a
+  // borrowed connection found: it may reach another database.
+  if (session.server != nullptr) core.CacheTopic(topic);
   return topic;
 }
 

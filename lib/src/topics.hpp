@@ -22,7 +22,7 @@ namespace compaction::detail {
 // Looks the topic up through `session` (and so inside its transaction, if
 // any), checking its baseline version. Throws TopicNotFound,
 // SchemaVersionMismatch (also when the schema is not installed). Caches
-// what it found in `core`.
+// what it found in `core`, unless `session` is a borrowed connection.
 // `lock_timeout`, when given, receives the session's lock_timeout setting
 // from the same round trip.
 TopicInfo ResolveTopic(ClientCore& core, pg::Session session,

@@ -18,6 +18,36 @@ using testing::Increment;
 using testing::LiveDb;
 using testing::RoundTrips;
 
+namespace {
+
+// Runs `sql` on `tx`'s connection (inside it: the BEGIN goes first).
+void ExecIn(Tx& tx, const char* sql) {
+  PGresult* r = PQexec(tx.native_handle(), sql);
+  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  REQUIRE(ok);
+}
+
+// Calls of `topic`'s lock_<id> counted so far by `tx`'s backend (pending
+// statistics, which span transactions: compare two readings), once `tx`
+// ran SET LOCAL track_functions = 'pl'.
+std::int64_t LockFunctionCalls(Tx& tx, LiveDb& db, const std::string& topic) {
+  const std::string fn = db.QuotedSchema() + ".lock_" +
+                         std::to_string(db.TopicId(topic)) + "(text, boolean)";
+  const char* value = fn.c_str();
+  PGresult* r =
+      PQexecParams(tx.native_handle(),
+                   "SELECT coalesce(pg_catalog.pg_stat_get_xact_function_calls("
+                   "$1::regprocedure), 0)",
+                   1, nullptr, &value, nullptr, nullptr, 0);
+  REQUIRE(PQresultStatus(r) == PGRES_TUPLES_OK);
+  const std::int64_t calls = std::stoll(PQgetvalue(r, 0, 0));
+  PQclear(r);
+  return calls;
+}
+
+}  // namespace
+
 TEST_CASE("two first updates of an absent key compose") {
   LiveDb db;
   auto topic = db.client().Topic<Counter>("counters");
@@ -368,6 +398,32 @@ TEST_CASE("a key locked the seed's way returns the head its lock waited for") {
   CHECK(seen.get() == 2);
 }
 
+// Which statement locked: lock_<id> for a key the client has not seen
+// with a head, the seed's plain SELECT .. FOR UPDATE once it has.
+TEST_CASE("a key seen with a head is locked without calling lock_<id>") {
+  if (testing::SkipOnCitus("the seed's way is not taken on Citus")) return;
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("seed_way_calls");
+  topic.Register();
+  topic.RegisterProducer().Produce(Counter{1}, Compacted("k"));
+  compaction::Client client = db.NewClient(1);
+  auto mine = client.Topic<Counter>("seed_way_calls");
+  auto calls_locking = [&](const char* key) {
+    Tx tx = client.Begin();
+    ExecIn(tx, "SET LOCAL track_functions = 'pl'");
+    const std::int64_t before = LockFunctionCalls(tx, db, "seed_way_calls");
+    mine.Key(key).LockCompactionHead(tx);
+    const std::int64_t calls =
+        LockFunctionCalls(tx, db, "seed_way_calls") - before;
+    tx.Commit();
+    return calls;
+  };
+  CHECK(calls_locking("k") == 1);    // not seen yet
+  CHECK(calls_locking("k") == 0);    // seen with a head
+  CHECK(calls_locking("new") == 1);  // inserted headless
+  CHECK(calls_locking("new") == 1);  // headless: never a hint
+}
+
 // The seed's way is taken on a hint: a key whose row was deleted since
 // (the janitor, the cleaner) or is headless again is then locked by
 // lock_<id>, one round trip more, with the function's effects (the row
@@ -438,8 +494,26 @@ TEST_CASE(
   compaction::Client client = db.NewClient(1);
   auto mine = client.Topic<Counter>("seed_way_timeout");
   auto mine_producer = mine.RegisterProducer();
-  client.InTransaction(
-      [&](Tx& tx) { REQUIRE(mine.Key("busy").LockCompactionHead(tx)); });
+  // Seen with a head, then locked the seed's way once (which prepares its
+  // statements on the connection).
+  for (int i = 0; i < 2; ++i) {
+    client.InTransaction(
+        [&](Tx& tx) { REQUIRE(mine.Key("busy").LockCompactionHead(tx)); });
+  }
+  {
+    // Free, under a lock_timeout: the seed's way locks nothing but reads
+    // the head, and the guarded lock runs in a savepoint at once, without
+    // first asking lock_<id> (which would answer "guard").
+    Tx tx = client.Begin();
+    ExecIn(tx, "SET LOCAL lock_timeout = '5s'");
+    ExecIn(tx, "SET LOCAL track_functions = 'pl'");
+    const std::int64_t before = LockFunctionCalls(tx, db, "seed_way_timeout");
+    CHECK(RoundTrips(tx.native_handle(), [&] {
+            REQUIRE(mine.Key("busy").LockCompactionHead(tx));
+          }) == 5);  // look-up, the seed's way, SAVEPOINT, lock_<id>, RELEASE
+    CHECK(LockFunctionCalls(tx, db, "seed_way_timeout") - before == 1);
+    tx.Commit();
+  }
   Tx holder = db.client().Begin();
   REQUIRE(topic.Key("busy").LockCompactionHead(holder));
   Tx tx = client.Begin();

@@ -74,6 +74,9 @@ void ExerciseLibrary(Client& client) {
     producer.ProduceInTx(tx, Counter{head->message.value + 1},
                          Compacted("k", 6));
   });
+  // Seen with a head: locked the seed's way (lock.cpp).
+  client.InTransaction(
+      [&](Tx& tx) { REQUIRE(topic.Key("k").LockCompactionHead(tx)); });
   CHECK(topic.Key("k").CompactionHead()->message.value == 4);
   CHECK(topic.ListCompactionHeads().size() == 1);
   CHECK(topic.Key("k").Messages(10).size() == 3);

@@ -78,8 +78,8 @@ class PreparedCache {
 
   // Statements kept per connection before the cache starts over.
   static constexpr std::size_t kMaxPrepared = 512;
-  // FixedSql slots indexed directly (6 per topic: the first 341 topics of
-  // a client); higher ones are looked up by text.
+  // FixedSql slots indexed directly (6 per topic, numbered across the
+  // process: some 340 topics' worth); higher ones are looked up by text.
   static constexpr std::size_t kMaxSlots = 2048;
 
  private:
@@ -122,6 +122,8 @@ class Statement {
       : params(std::move(values)), owned_(std::move(sql)) {}
   Statement(const FixedSql& sql, Params values = {})
       : params(std::move(values)), fixed_(&sql) {}
+  // It would refer to a temporary.
+  Statement(FixedSql&&, Params = {}) = delete;
   const std::string& sql() const { return fixed_ ? fixed_->text : owned_; }
   std::size_t slot() const { return fixed_ ? fixed_->slot : kNoSlot; }
 
