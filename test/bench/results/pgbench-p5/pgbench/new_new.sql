@@ -1,0 +1,20 @@
+-- The library's SQL (lib/src/{lock,produce,topics}.cpp, rows.hpp); "bench", "bench".compaction_head_3,
+-- "bench".message_3, compaction_head_3_pkey, "bench".produce_3, "bench".lock_3 are substituted by compaction_bench. Run with
+-- -M prepared. The library's "/* compaction:... */" marker comments are left out, and
+-- the timestamp bounds of rows.hpp's Micros are written '1900-01-01 +00' instead of
+-- '1900-01-01 00:00+00' (the same value): pgbench would take ":Name" or ":00" for a
+-- variable. Neither reaches the plan; the bench's sqlcheck section compares the texts
+-- pg_stat_statements records (constants normalized) and must say "yes".
+-- (3) lock-only on an always-new key: lock_<id> finds nothing and inserts the
+-- headless row ON CONFLICT DO NOTHING, in the one call
+-- Two round trips, as the library sends them: BEGIN, the topic resolution and
+-- the lock in one pipeline (one Sync; \startpipeline needs -M prepared or
+-- extended), then END.
+\set guarded 0
+\set k random(1, 1000000000000000)
+\startpipeline
+BEGIN;
+SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms, t.partitions, t.consumer_inactive_after_ms, v.version, pg_catalog.to_jsonb(v) ->> 'fingerprint', pg_catalog.current_setting('lock_timeout') FROM "bench".topic t LEFT JOIN "bench".schema_version v ON v.topic_id = t.id WHERE t.name = :topic::text;
+SELECT m.status, m.id, m.message_key, m.schema_version, m.compaction_rank, (extract(epoch FROM CASE WHEN m.created_at IS NULL THEN NULL ELSE least(greatest(m.created_at, '1900-01-01 +00'::timestamptz), '2200-01-01 +00'::timestamptz) END) * 1e6)::bigint, m.payload::text FROM "bench".lock_3(:k::text, :guarded::boolean) m;
+\endpipeline
+END;
