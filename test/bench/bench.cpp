@@ -329,7 +329,8 @@ class Bench {
   void WaitGone(const std::string& app);
   Cell Measure(const std::string& workload, const std::string& variant,
                int threads, const std::string& app,
-               const std::function<void(Cell&)>& body, bool vacuum = true);
+               const std::function<void(Cell&)>& body, bool vacuum = true,
+               const std::function<double()>& prepare = {});
   // `w` is the workload shape ("lock-inc", "lock-hot": a lock-only
   // transaction on those keys); `topic` defaults to the workload's own topic.
   // unnamed: ClientOptions::prepared_statements = false (variant
@@ -386,6 +387,7 @@ class Bench {
   std::vector<Cell> cells_;
   std::vector<std::string> settings_;
   std::vector<std::string> lockforms_md_;
+  double BackendCpu(const std::string& app);
   // During SqlCheck, RunLibrary records the calls its warm-up made.
   bool in_sqlcheck_ = false;
   std::map<std::string, std::int64_t> sqlcheck_baseline_;
@@ -496,6 +498,30 @@ TableStats Bench::Snapshot() {
   return s;
 }
 
+// CPU seconds spent so far by the live backends of `app` (utime + stime
+// from /proc, what the postmaster adds to its cutime/cstime when it reaps
+// them).
+double Bench::BackendCpu(const std::string& app) {
+  Res r = mon_.Exec(
+      "SELECT pid FROM pg_stat_activity WHERE application_name = $1", {app});
+  double total = 0;
+  for (int i = 0; i < PQntuples(r.get()); ++i) {
+    std::ifstream in(std::string("/proc/") + PQgetvalue(r.get(), i, 0) +
+                     "/stat");
+    std::string line;
+    std::getline(in, line);
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::stringstream ss(line.substr(close + 2));
+    std::vector<std::string> f;
+    for (std::string x; ss >> x;) f.push_back(x);
+    // After the name, field 3 (state) is f[0]: utime (14) and stime (15).
+    if (f.size() > 12)
+      total += (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
+  }
+  return total;
+}
+
 // Backends flush their table statistics when they exit; waiting for them
 // makes the n_dead_tup / n_tup_* deltas complete.
 void Bench::WaitGone(const std::string& app) {
@@ -510,16 +536,28 @@ void Bench::WaitGone(const std::string& app) {
 
 Cell Bench::Measure(const std::string& workload, const std::string& variant,
                     int threads, const std::string& app,
-                    const std::function<void(Cell&)>& body, bool vacuum) {
+                    const std::function<void(Cell&)>& body, bool vacuum,
+                    const std::function<double()>& prepare) {
   Cell cell;
   cell.workload = workload;
   cell.variant = variant;
   cell.threads = threads;
+  // What `prepare` ran is not the cell's, except the CPU of backends that
+  // live on into it, which the postmaster counts only when they exit.
+  double prepared_server_cpu = 0;
+  bool prepared = true;
+  try {
+    if (prepare) prepared_server_cpu = prepare();
+  } catch (const std::exception& e) {
+    ++cell.errors;
+    cell.note = e.what();
+    prepared = false;
+  }
   if (vacuum) mon_.Exec("VACUUM " + Head(workload));
   const TableStats before = Snapshot();
   const Cpu cpu0 = ReadCpu(postmaster_);
   try {
-    body(cell);
+    if (prepared) body(cell);
   } catch (const std::exception& e) {
     ++cell.errors;
     cell.note = e.what();
@@ -530,7 +568,7 @@ Cell Bench::Measure(const std::string& workload, const std::string& variant,
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   const Cpu cpu1 = ReadCpu(postmaster_);
   cell.client_cpu = (cpu1.self - cpu0.self) + (cpu1.children - cpu0.children);
-  cell.server_cpu = cpu1.server - cpu0.server;
+  cell.server_cpu = cpu1.server - cpu0.server - prepared_server_cpu;
   cell.client_csw = cpu1.csw - cpu0.csw;
   const TableStats after = Snapshot();
   cell.delta.dead = after.dead - before.dead;
@@ -651,31 +689,30 @@ Cell Bench::RunLibrary(const std::string& w, int threads,
   const std::string tn = topic_name.empty() ? shape : topic_name;
   ClientOptions options{o_.schema, threads, app};
   options.prepared_statements = !unnamed;
-  // Both end inside the cell, so that its connections close before
-  // Measure waits for them to go (a topic handle keeps the client alive).
-  std::optional<Client> connected = Client::Connect("", options);
-  Client& client = *connected;
-  std::optional<compaction::TopicHandle<Counter>> handle =
-      client.Topic<Counter>(tn);
-  auto& topic = *handle;
   const int keys = o_.keys;
+  std::optional<Client> connected;
+  std::optional<compaction::TopicHandle<Counter>> handle;
   // A long-running service has locked its keys before, and locks a key it
   // saw with a head the seed's way (doc/architecture.md): each cell starts
-  // from that steady state, not from a fresh client's empty hints. Outside
-  // the measurement (its CPU and statements are not the cell's). Only on
-  // the workloads' own topics: the janitor and log-cleaner sections run
-  // their cells beside a sweep (whose batches the warm-up's locks would
-  // wait for) and compare them with each other, all cold.
-  if (topic_name.empty() && (shape == "inc" || shape == "hot")) {
+  // from that steady state, not from a fresh client's empty hints, and the
+  // warm-up is not part of the cell. Only on the workloads' own topics: the
+  // janitor and log-cleaner sections run their cells beside a sweep (whose
+  // batches the warm-up's locks would wait for) and compare them with each
+  // other, all cold.
+  auto connect_and_warm = [&]() -> double {
+    connected.emplace(Client::Connect("", options));
+    handle.emplace(connected->Topic<Counter>(tn));
+    if (!topic_name.empty() || (shape != "inc" && shape != "hot")) return 0;
     const int n = shape == "hot" ? 1 : keys;
     for (int first = 1; first <= n; first += 500) {
-      client.InTransaction([&](Tx& tx) {
+      connected->InTransaction([&](Tx& tx) {
         for (int k = first; k < first + 500 && k <= n; ++k)
-          topic.Key(std::to_string(k)).LockCompactionHead(tx);
+          handle->Key(std::to_string(k)).LockCompactionHead(tx);
       });
     }
     if (in_sqlcheck_) sqlcheck_baseline_ = StatementCalls();
-  }
+    return BackendCpu(app);  // the pool's backends live on into the cell
+  };
   return Measure(
       tn,
       lock_only ? "library-lock"
@@ -683,6 +720,19 @@ Cell Bench::RunLibrary(const std::string& w, int threads,
                 : "library",
       threads, app,
       [&](Cell& cell) {
+        // The client ends inside the cell, whatever happens in it, so that
+        // its connections close before Measure waits for them to go (the
+        // topic handle and the producer keep it alive too).
+        struct CloseAtEnd {
+          std::optional<Client>& client;
+          std::optional<compaction::TopicHandle<Counter>>& topic;
+          ~CloseAtEnd() {
+            topic.reset();
+            client.reset();
+          }
+        } close_at_end{connected, handle};
+        Client& client = *connected;
+        auto& topic = *handle;
         auto producer = topic.RegisterProducer();
         struct S {};
         Workers(
@@ -714,10 +764,8 @@ Cell Bench::RunLibrary(const std::string& w, int threads,
                                  ProduceOptions{key, CompactionOptions{0}});
               }
             });
-        handle.reset();
-        connected.reset();
       },
-      topic_name.empty());
+      topic_name.empty(), connect_and_warm);
 }
 
 std::string Slurp(const fs::path& p) {
@@ -1282,9 +1330,6 @@ void Bench::ThroughputSection() {
   }
 }
 
-// Runs each workload briefly through the library and through pgbench with
-// pg_stat_statements reset in between, and compares the statement texts
-// (parameter numbers and transaction control aside).
 // pg_stat_statements' calls per statement of the bench's schema, the
 // texts normalized (parameters as $?, no marker comments or extra blanks).
 std::map<std::string, std::int64_t> Bench::StatementCalls() {
@@ -1306,6 +1351,9 @@ std::map<std::string, std::int64_t> Bench::StatementCalls() {
   return out;
 }
 
+// Runs each workload briefly through the library and through pgbench with
+// pg_stat_statements reset in between, and compares the statement texts
+// (parameter numbers and transaction control aside).
 void Bench::SqlCheck() {
   if (!pgss_) {
     sqlcheck_md_.push_back(
