@@ -699,8 +699,7 @@ Cell Bench::RunLibrary(const std::string& w, int threads,
   // janitor and log-cleaner sections run their cells beside a sweep (whose
   // batches the warm-up's locks would wait for) and compare them with each
   // other, all cold.
-  auto connect_and_warm = [&]() -> double {
-    connected.emplace(Client::Connect("", options));
+  auto warm = [&]() -> double {
     handle.emplace(connected->Topic<Counter>(tn));
     if (!topic_name.empty() || (shape != "inc" && shape != "hot")) return 0;
     const int n = shape == "hot" ? 1 : keys;
@@ -712,6 +711,17 @@ Cell Bench::RunLibrary(const std::string& w, int threads,
     }
     if (in_sqlcheck_) sqlcheck_baseline_ = StatementCalls();
     return BackendCpu(app);  // the pool's backends live on into the cell
+  };
+  auto connect_and_warm = [&]() -> double {
+    connected.emplace(Client::Connect("", options));
+    try {
+      return warm();
+    } catch (...) {
+      // No cell follows: close the connections before Measure waits.
+      handle.reset();
+      connected.reset();
+      throw;
+    }
   };
   return Measure(
       tn,
