@@ -141,19 +141,24 @@ class HttpServer::State::Session
   }
 
   const asio::ip::address& peer() const { return peer_; }
-  // Idle: waiting for a request, with nothing owed to the client.
-  bool idle() const { return idle_; }
-  Clock::time_point since() const { return since_; }
-  // Closing an idle session loses nothing; prefer the longest idle, then
-  // (only when none is idle) the longest stuck.
+  // Which of a peer's sessions its new connection closes first: an idle
+  // one (waiting for a request: closing it loses nothing), then one stuck
+  // writing to a client that does not read its responses, and only then
+  // one the server keeps waiting (a scrape's turn, a render), whose client
+  // did nothing wrong; within each, the one in that state the longest.
   bool EvictBefore(const Session& other) const {
-    if (idle_ != other.idle_) return idle_;
+    if (EvictionRank() != other.EvictionRank()) {
+      return EvictionRank() < other.EvictionRank();
+    }
     return since_ < other.since_;
   }
 
  private:
+  int EvictionRank() const { return idle_ ? 0 : writing_ ? 1 : 2; }
+
   void SetIdle(bool idle) {
     idle_ = idle;
+    writing_ = false;
     since_ = Clock::now();
   }
 
@@ -252,6 +257,8 @@ class HttpServer::State::Session
     if (!head_)
       res->body() = beast::span<const char>(body->data(), body->size());
     stream_.expires_after(kWriteTimeout);
+    writing_ = true;
+    since_ = Clock::now();
     bhttp::async_write(
         stream_, *res,
         [self = shared_from_this(), res, body](beast::error_code ec, size_t) {
@@ -287,6 +294,7 @@ class HttpServer::State::Session
   bool keep_alive_ = false;
   bool head_ = false;
   bool idle_ = true;
+  bool writing_ = false;  // a response on its way out
   bool closed_ = false;
   bool holds_slot_ = false;
   Clock::time_point since_ = Clock::now();
