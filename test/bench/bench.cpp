@@ -249,6 +249,28 @@ struct Cpu {
 
 double Seconds(const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; }
 
+// The fields of /proc/PID/stat after the process name: [0] is field 3
+// (state), so field N is [N - 3]. Empty when the process is gone.
+std::vector<std::string> ProcStat(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const size_t close = line.rfind(')');
+  std::vector<std::string> f;
+  if (close == std::string::npos) return f;
+  std::stringstream ss(line.substr(close + 2));
+  for (std::string x; ss >> x;) f.push_back(x);
+  return f;
+}
+
+// Fields `a` + `b` of /proc/PID/stat (clock ticks) in seconds; 0 when the
+// process is gone.
+double ProcStatSeconds(const std::string& pid, size_t a, size_t b) {
+  const std::vector<std::string> f = ProcStat(pid);
+  if (f.size() <= b - 3) return 0;
+  return (std::stod(f[a - 3]) + std::stod(f[b - 3])) / sysconf(_SC_CLK_TCK);
+}
+
 Cpu ReadCpu(int postmaster) {
   Cpu c;
   rusage r{};
@@ -258,34 +280,15 @@ Cpu ReadCpu(int postmaster) {
   getrusage(RUSAGE_CHILDREN, &r);
   c.children = Seconds(r.ru_utime) + Seconds(r.ru_stime);
   c.csw += r.ru_nvcsw + r.ru_nivcsw;
-  if (postmaster > 0) {
-    std::ifstream in("/proc/" + std::to_string(postmaster) + "/stat");
-    std::string line;
-    std::getline(in, line);
-    const size_t close = line.rfind(')');
-    if (close != std::string::npos) {
-      std::stringstream ss(line.substr(close + 2));
-      std::vector<std::string> f;
-      for (std::string x; ss >> x;) f.push_back(x);
-      // fields after the name start at 3 (state); cutime/cstime are 16/17
-      if (f.size() > 14)
-        c.server = (std::stod(f[13]) + std::stod(f[14])) / sysconf(_SC_CLK_TCK);
-    }
-  }
+  // cutime and cstime: the postmaster's reaped children, its backends.
+  if (postmaster > 0)
+    c.server = ProcStatSeconds(std::to_string(postmaster), 16, 17);
   return c;
 }
 
 int ParentOf(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  const size_t close = line.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::stringstream ss(line.substr(close + 2));
-  std::string state;
-  int ppid = 0;
-  ss >> state >> ppid;
-  return ppid;
+  const std::vector<std::string> f = ProcStat(std::to_string(pid));
+  return f.size() > 1 ? std::stoi(f[1]) : 0;  // field 4
 }
 
 struct Cell {
@@ -506,18 +509,8 @@ double Bench::BackendCpu(const std::string& app) {
       "SELECT pid FROM pg_stat_activity WHERE application_name = $1", {app});
   double total = 0;
   for (int i = 0; i < PQntuples(r.get()); ++i) {
-    std::ifstream in(std::string("/proc/") + PQgetvalue(r.get(), i, 0) +
-                     "/stat");
-    std::string line;
-    std::getline(in, line);
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::stringstream ss(line.substr(close + 2));
-    std::vector<std::string> f;
-    for (std::string x; ss >> x;) f.push_back(x);
-    // After the name, field 3 (state) is f[0]: utime (14) and stime (15).
-    if (f.size() > 12)
-      total += (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
+    total +=
+        ProcStatSeconds(PQgetvalue(r.get(), i, 0), 14, 15);  // utime, stime
   }
   return total;
 }

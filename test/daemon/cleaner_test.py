@@ -97,6 +97,17 @@ def messages(schema, tid):
     return int(scalar(f'SELECT count(*) FROM "{schema}".message_{tid}'))
 
 
+def heads(schema, tid):
+    """Head rows that name a message (a tombstone head included)."""
+    return int(scalar(f'SELECT count(*) FROM "{schema}".compaction_head_{tid} '
+                      "WHERE head_id IS NOT NULL"))
+
+
+def tombstones(schema, tid):
+    return int(scalar(f'SELECT count(*) FROM "{schema}".message_{tid} '
+                      "WHERE payload IS NULL"))
+
+
 def dangling(schema, tid):
     return int(scalar(
         f'SELECT count(*) FROM "{schema}".compaction_head_{tid} h '
@@ -158,18 +169,12 @@ def test_cleaner_bounds():
         # A tombstone head counts as a head until it expires, so the wait
         # is for both: a log of heads only, and no tombstone among them
         # (the last tombstone was written up to retention before then).
-        def tombstones():
-            return int(scalar(f'SELECT count(*) FROM "{schema}".message_{tid} '
-                              "WHERE payload IS NULL"))
-        wait_for(lambda: messages(schema, tid) == int(scalar(
-            f'SELECT count(*) FROM "{schema}".compaction_head_{tid} '
-            "WHERE head_id IS NOT NULL")), retention + 3 * interval + 5,
-            "log down to its heads")
-        wait_for(lambda: tombstones() == 0, retention + 3 * interval + 5,
-                 "expired tombstones gone")
-        check(messages(schema, tid) == int(scalar(
-            f'SELECT count(*) FROM "{schema}".compaction_head_{tid} '
-            "WHERE head_id IS NOT NULL")), "log holds only its heads")
+        wait_for(lambda: messages(schema, tid) == heads(schema, tid),
+                 retention + 3 * interval + 5, "log down to its heads")
+        wait_for(lambda: tombstones(schema, tid) == 0,
+                 retention + 3 * interval + 5, "expired tombstones gone")
+        check(messages(schema, tid) == heads(schema, tid),
+              "log holds only its heads")
         check(dangling(schema, tid) == 0, "a head names a deleted message")
         kept = messages(schema, keep)
         check(kept == int(scalar(f'SELECT max(id) FROM "{schema}".message_{keep}')),
