@@ -6,6 +6,9 @@
 idle: silent and slow clients are cut off at the first-request deadline, a
 kept-alive connection is not, and one peer's surplus connections evict that
 peer's oldest idle ones while a probe from the same address still gets in.
+evict: with one peer's 64 sessions all busy, its next connection closes
+the session stuck writing to a client that does not read, never one that
+waits for its scrape turn.
 load: at 1,000 topics, 200 idle connections plus 60 looping /metrics
 scrapers, then 64 clients that pipeline /metrics and never read; /healthz
 answers fast throughout and the daemon's RSS stays bounded.
@@ -85,6 +88,37 @@ def wait_closed(sock, timeout):
         if is_closed(sock, 0.05):
             return time.monotonic() - start
     return None
+
+
+def daemon_side(port, client):
+    """The daemon's side of `client`'s connection as /proc/net/tcp lists it:
+    (state, bytes queued and not yet sent), or None once it is gone."""
+    client_port = client.getsockname()[1]
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            local, remote = fields[1], fields[2]
+            if (int(local.split(":")[1], 16) == port
+                    and int(remote.split(":")[1], 16) == client_port):
+                return fields[3], int(fields[4].split(":")[0], 16)
+    return None
+
+
+def closed_by_daemon(port, client):
+    """True once the daemon closed its side of `client`'s connection. Unlike
+    is_closed it holds with unread responses in the client's buffer."""
+    side = daemon_side(port, client)
+    return side is None or side[0] != "01"  # 01: ESTABLISHED
+
+
+def daemon_connections(port):
+    """Established connections on the daemon's port (its side)."""
+    with open("/proc/net/tcp") as f:
+        next(f)
+        return sum(1 for line in f
+                   if int(line.split()[1].split(":")[1], 16) == port
+                   and line.split()[3] == "01")
 
 
 def percentile(values, p):
@@ -289,6 +323,109 @@ def test_idle():
         drop_schema(schema)
 
 
+# --- evict: which of a peer's busy sessions its next connection closes ---------
+
+HEALTHZ_KEEP = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+def stuck_writer(port, requests=4000):
+    """A connection that pipelines `requests` /healthz and never reads, with
+    a small segment size and receive buffer, so that the daemon's socket
+    buffers fill after a few hundred responses and its write stalls."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.settimeout(2)
+    try:
+        s.sendall(HEALTHZ_KEEP * requests)
+    except socket.timeout:
+        pass  # the daemon stopped reading: it is stuck already
+    return s
+
+
+def wait_stalled(port, sock, timeout=20):
+    """The daemon's send queue toward `sock` once it stopped moving."""
+    last = None
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        side = daemon_side(port, sock)
+        queued = side[1] if side else None
+        if queued and queued == last:
+            return queued
+        last = queued
+        time.sleep(0.3)
+    raise AssertionError(f"the writer never stalled (send queue {last})")
+
+
+def waiting_scraper(port):
+    """Three pipelined /metrics, never read: once the peer's scrape turns are
+    taken for the next two seconds, each waits that long, then gets 503."""
+    s = socket.create_connection(("127.0.0.1", port), 2)
+    s.sendall(SCRAPE * 3)
+    return s
+
+
+def test_evict():
+    schema = schema_name("evict")
+    setup_schema(ARGS.binary, schema)
+    daemon = None
+    socks = []
+    try:
+        daemon = Daemon(ARGS.binary, run_args(schema, f"cd_http_evict_{os.getpid()}"),
+                        name="http-evict").start()
+        port = daemon.port
+        # Twenty scrapes take the turns of the next two seconds, so every
+        # scrape after them waits, each of its three requests up to two
+        # seconds: a waiter stays busy for four seconds or more. The writer
+        # stalls after the first twenty started waiting, so it is neither
+        # the oldest busy session nor the newest.
+        first = time.monotonic()
+        waiters = [waiting_scraper(port) for _ in range(20)]
+        writer = stuck_writer(port)
+        queued = wait_stalled(port, writer)
+        waiters += [waiting_scraper(port)
+                    for _ in range(PER_PEER_CAP - 1 - len(waiters))]
+        socks = waiters + [writer]
+        wait_for(lambda: daemon_connections(port) == PER_PEER_CAP, 5,
+                 f"{PER_PEER_CAP} connections established")
+        start = time.monotonic()
+        newcomer = socket.create_connection(("127.0.0.1", port), 2)
+        socks.append(newcomer)
+        writer_closed = None
+        while time.monotonic() - start < 1.5 and writer_closed is None:
+            if closed_by_daemon(port, writer):
+                writer_closed = time.monotonic() - start
+            time.sleep(0.02)
+        waiters_closed = [i for i, s in enumerate(waiters)
+                          if closed_by_daemon(port, s)]
+        took = time.monotonic() - start
+        print(f"FIGURE http_evict writer_send_queue_b={queued}"
+              f" newcomer_after_s={start - first:.2f}"
+              f" writer_closed_after_s={writer_closed}"
+              f" waiters_closed={waiters_closed} checked_within_s={took:.2f}",
+              flush=True)
+        check(queued < 4000 * 100 // 2,
+              f"{queued} bytes queued: the writer's responses all fit")
+        check(start - first < 2 * MAX_SCRAPE_WAIT - 0.5,
+              f"the newcomer came {start - first:.2f}s after the first "
+              f"waiter, when waiters may be idle again")
+        check(writer_closed is not None,
+              "the session stuck writing to a non-reading client stayed open")
+        check(not waiters_closed,
+              f"sessions waiting for their scrape turn were closed: "
+              f"{waiters_closed}")
+        check(not closed_by_daemon(port, newcomer),
+              "the new connection was closed")
+        check(daemon.proc.poll() is None, "daemon exited")
+    finally:
+        for s in socks:
+            s.close()
+        if daemon:
+            daemon.stop()
+        drop_schema(schema)
+
+
 # --- load: 1,000 topics, idle + scrapers, then non-reading pipeliners ----------
 
 def register_topics(schema, count):
@@ -399,7 +536,7 @@ def test_load():
         drop_schema(schema)
 
 
-TESTS = {"idle": test_idle, "load": test_load}
+TESTS = {"idle": test_idle, "evict": test_evict, "load": test_load}
 
 
 def main():
