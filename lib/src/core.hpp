@@ -25,12 +25,13 @@
 
 namespace compaction::detail {
 
-// The SQL text of a topic's per-transaction statements, built once per topic
-// instead of on every call (string building showed in the client's CPU
-// profile; test/bench/RESULTS.md). A topic's partition count never changes,
-// but an id can name another topic after the schema is dropped and
-// installed again under a live client: the partitions, which the plain
-// insert's text depends on, are checked on every look-up.
+// The SQL text of a topic's per-call statements (the writers' and the plain
+// head read's), built once per topic instead of on every call (string
+// building showed in the client's CPU profile; test/bench/RESULTS.md). A
+// topic's partition count never changes, but an id can name another topic
+// after the schema is dropped and installed again under a live client: the
+// partitions, which the plain insert's text (and on Citus the head read's)
+// depends on, are checked on every look-up.
 struct TopicSql {
   int partitions = 0;
   pg::FixedSql lock;               // lock.cpp, LockSql
@@ -39,6 +40,11 @@ struct TopicSql {
   pg::FixedSql produce_compacted;  // produce.cpp, CompactedInsertSql
   pg::FixedSql produce_keyed;      // produce.cpp, PlainInsertSql
   pg::FixedSql produce_unkeyed;
+  pg::FixedSql produce_batch;  // produce_batch.cpp, ProduceBatchSql
+  pg::FixedSql read_head;      // lock.cpp, ReadHeadSql
+
+  // FixedSql slots a topic's entry takes (pg::PreparedCache).
+  static constexpr std::size_t kSlots = 8;
 };
 
 // The look-up of a topic by name in `schema` (topics.cpp), for

@@ -239,6 +239,16 @@ std::string ReadLockedHeadSql(const ClientCore& core, std::int64_t id) {
          " m ON m.id = h.head_id WHERE h.message_key = $1";
 }
 
+// The plain read of key $1's head (CompactionHead): a tombstone head reads
+// as no value. On Citus it names the key's partition, so it is routed to
+// that shard alone.
+std::string ReadHeadSql(const ClientCore& core, const TopicInfo& topic) {
+  return "SELECT " + std::string(kMessageColumns) + " FROM " +
+         core.HeadTable(topic.id) + " h JOIN " + core.MessageTable(topic.id) +
+         HeadJoin(core) + " WHERE h.message_key = $1" + KeyShard(core, topic) +
+         " AND m.payload IS NOT NULL";
+}
+
 LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
                       const std::string& key, const LockOptions& options) {
   constexpr const char* kOp = "LockCompactionHead";
@@ -321,13 +331,8 @@ std::optional<RawStored> ReadHead(ClientCore& core, const std::string& topic,
   return WithTopic(
       core, kOp, topic,
       [&](pg::Session s, const TopicInfo& t) -> std::optional<RawStored> {
-        pg::Result r = pg::Exec(
-            s, kOp,
-            "SELECT " + std::string(kMessageColumns) + " FROM " +
-                core.HeadTable(t.id) + " h JOIN " + core.MessageTable(t.id) +
-                HeadJoin(core) + " WHERE h.message_key = $1" +
-                KeyShard(core, t) + " AND m.payload IS NOT NULL",
-            pg::Params().Add(key));
+        pg::Result r =
+            pg::Exec(s, kOp, core.Sql(t).read_head, pg::Params().Add(key));
         if (r.rows() == 0) return std::nullopt;
         return ParseStored(kOp, r, 0, 0);
       });

@@ -24,6 +24,9 @@ std::string LockSql(const ClientCore& core, std::int64_t id);
 // the client saw with a head (built once per topic as well).
 std::string LockRowSql(const ClientCore& core, std::int64_t id);
 std::string ReadLockedHeadSql(const ClientCore& core, std::int64_t id);
+// CompactionHead's read of one key's head (built once per topic as well;
+// its text depends on the partitions on Citus).
+std::string ReadHeadSql(const ClientCore& core, const TopicInfo& topic);
 
 LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
                       const std::string& key, const LockOptions& options);

@@ -27,6 +27,9 @@ std::string PartitionOfKeySql(const std::string& key_sql, int partitions);
 std::string PlainInsertSql(const ClientCore& core, const TopicInfo& topic,
                            bool keyed);
 std::string CompactedInsertSql(const ClientCore& core, std::int64_t id);
+// The call of the topic's produce_batch_<id> (produce_batch.cpp), built
+// once per topic as well: its four parameters are the batch's arrays.
+std::string ProduceBatchSql(const ClientCore& core, std::int64_t id);
 
 // ProduceInTx, then Tx::Commit, in one round trip when the transaction
 // already touched `topic` (Update's last step): the produce, a flush

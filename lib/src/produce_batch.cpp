@@ -89,7 +89,7 @@ Arrays BuildArrays(std::span<const BatchElement> batch) {
   return a;
 }
 
-pg::Statement BuildStatement(const ClientCore& core, std::int64_t topic_id,
+pg::Statement BuildStatement(ClientCore& core, const TopicInfo& topic,
                              std::span<const BatchElement> batch) {
   Arrays a = BuildArrays(batch);
   pg::Params params;
@@ -97,11 +97,7 @@ pg::Statement BuildStatement(const ClientCore& core, std::int64_t topic_id,
       .Add(std::move(a.versions))
       .Add(std::move(a.ranks))
       .Add(std::move(a.payloads));
-  return {"/* compaction:ProduceBatch */ SELECT p.message_id, " +
-              Micros("p.message_created_at") + ", p.advanced FROM " +
-              core.schema() + ".produce_batch_" + std::to_string(topic_id) +
-              "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[]) p",
-          std::move(params)};
+  return {core.Sql(topic).produce_batch, std::move(params)};
 }
 
 // One row per message, in no particular order (the function answers a key
@@ -150,7 +146,7 @@ std::vector<ProduceResult> RunCommitted(ClientCore& core, pg::Session s,
                                         std::span<const BatchElement> batch) {
   pg::CommittedExec done;
   try {
-    done = pg::ExecCommitted(s, kOp, BuildStatement(core, topic.id, batch));
+    done = pg::ExecCommitted(s, kOp, BuildStatement(core, topic, batch));
   } catch (const DatabaseError& e) {
     // WithTopic re-resolves a destroyed topic on undefined_table.
     if (e.sqlstate() == pg::kUndefinedFunction) {
@@ -169,6 +165,13 @@ std::vector<ProduceResult> RunCommitted(ClientCore& core, pg::Session s,
 }
 
 }  // namespace
+
+std::string ProduceBatchSql(const ClientCore& core, std::int64_t id) {
+  return "/* compaction:ProduceBatch */ SELECT p.message_id, " +
+         Micros("p.message_created_at") + ", p.advanced FROM " + core.schema() +
+         ".produce_batch_" + std::to_string(id) +
+         "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[]) p";
+}
 
 void CheckBatchSize(std::size_t size) {
   if (size > kMaxBatchSize) {
@@ -218,7 +221,7 @@ std::vector<ProduceResult> ProduceBatch(ClientCore& core, Tx* tx,
     }
   }
   try {
-    const pg::Statement st = BuildStatement(core, info->id, batch);
+    const pg::Statement st = BuildStatement(core, *info, batch);
     pg::Result r = pg::ExecStatement(s, kOp, st);
     std::vector<ProduceResult> results = Decode(r, batch.size());
     state.RememberTouchedTopic(*info);

@@ -345,7 +345,7 @@ const TopicSql& ClientCore::Sql(const TopicInfo& topic) {
     // The old entry stays alive if another thread holds it: entries are
     // only replaced when a schema was installed again (see TopicSql).
     if (slot) retired_sql_.push_back(std::move(slot));
-    const std::size_t at = next_slot.fetch_add(6);
+    const std::size_t at = next_slot.fetch_add(TopicSql::kSlots);
     slot = std::make_unique<const TopicSql>(
         TopicSql{topic.partitions,
                  {LockSql(*this, topic.id), at},
@@ -353,7 +353,10 @@ const TopicSql& ClientCore::Sql(const TopicInfo& topic) {
                  {ReadLockedHeadSql(*this, topic.id), at + 2},
                  {CompactedInsertSql(*this, topic.id), at + 3},
                  {PlainInsertSql(*this, topic, true), at + 4},
-                 {PlainInsertSql(*this, topic, false), at + 5}});
+                 {PlainInsertSql(*this, topic, false), at + 5},
+                 {ProduceBatchSql(*this, topic.id), at + 6},
+                 {ReadHeadSql(*this, topic), at + 7}});
+    static_assert(TopicSql::kSlots == 8, "one slot per statement above");
   }
   return *slot;
 }
