@@ -336,7 +336,7 @@ def stuck_writer(port, requests=4000):
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", port))
-    s.settimeout(2)
+    s.settimeout(0.5)
     try:
         s.sendall(HEALTHZ_KEEP * requests)
     except socket.timeout:
@@ -359,11 +359,28 @@ def wait_stalled(port, sock, timeout=20):
 
 
 def waiting_scraper(port):
-    """Three pipelined /metrics, never read: once the peer's scrape turns are
-    taken for the next two seconds, each waits that long, then gets 503."""
+    """Five pipelined /metrics, never read: once the peer's scrape turns are
+    taken for the next two seconds, each waits that long (then is served or
+    gets 503), so the session is busy for six seconds or more."""
     s = socket.create_connection(("127.0.0.1", port), 2)
-    s.sendall(SCRAPE * 3)
+    s.sendall(SCRAPE * 5)
     return s
+
+
+def all_read(port, socks):
+    """True once the daemon has read everything each of `socks` sent (its
+    side's rx_queue in /proc/net/tcp is 0): a session whose request was read
+    is no longer idle."""
+    wanted = {s.getsockname()[1] for s in socks}
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            if (int(fields[1].split(":")[1], 16) == port
+                    and int(fields[2].split(":")[1], 16) in wanted
+                    and int(fields[4].split(":")[1], 16) != 0):
+                return False
+    return True
 
 
 def test_evict():
@@ -376,19 +393,27 @@ def test_evict():
                         name="http-evict").start()
         port = daemon.port
         # Twenty scrapes take the turns of the next two seconds, so every
-        # scrape after them waits, each of its three requests up to two
-        # seconds: a waiter stays busy for four seconds or more. The writer
+        # scrape after them waits about two seconds: with five requests in
+        # its pipeline a waiter is busy for six seconds or more. The writer
         # stalls after the first twenty started waiting, so it is neither
         # the oldest busy session nor the newest.
         first = time.monotonic()
-        waiters = [waiting_scraper(port) for _ in range(20)]
+        waiters = []
+        for _ in range(20):
+            waiters.append(waiting_scraper(port))
+            socks.append(waiters[-1])
         writer = stuck_writer(port)
+        socks.append(writer)
         queued = wait_stalled(port, writer)
-        waiters += [waiting_scraper(port)
-                    for _ in range(PER_PEER_CAP - 1 - len(waiters))]
-        socks = waiters + [writer]
+        while len(waiters) < PER_PEER_CAP - 1:
+            waiters.append(waiting_scraper(port))
+            socks.append(waiters[-1])
         wait_for(lambda: daemon_connections(port) == PER_PEER_CAP, 5,
                  f"{PER_PEER_CAP} connections established")
+        # Accepted is not enough: a session is idle (first to go) until the
+        # daemon has read its request.
+        wait_for(lambda: all_read(port, waiters), 5,
+                 "the daemon read every waiter's requests")
         start = time.monotonic()
         newcomer = socket.create_connection(("127.0.0.1", port), 2)
         socks.append(newcomer)
@@ -407,7 +432,7 @@ def test_evict():
               flush=True)
         check(queued < 4000 * 100 // 2,
               f"{queued} bytes queued: the writer's responses all fit")
-        check(start - first < 2 * MAX_SCRAPE_WAIT - 0.5,
+        check(start - first < 2 * MAX_SCRAPE_WAIT,
               f"the newcomer came {start - first:.2f}s after the first "
               f"waiter, when waiters may be idle again")
         check(writer_closed is not None,
