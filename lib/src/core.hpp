@@ -48,8 +48,17 @@ struct TopicSql {
 };
 
 // The look-up of a topic by name in `schema` (topics.cpp), for
-// ClientCore to build once.
+// ClientCore to build once: ResolveTopic's, which also reads a database
+// from a build before the fingerprint column, and RunWithLookup's, which
+// names the column (see there).
 std::string ResolveTopicSql(const std::string& schema);
+std::string LookupTopicSql(const std::string& schema);
+
+// FixedSql slots (pg::PreparedCache) of the statements every ClientCore
+// has; TopicSql entries take theirs after these.
+inline constexpr std::size_t kResolveSlot = 0;
+inline constexpr std::size_t kLookupSlot = 1;
+inline constexpr std::size_t kFirstTopicSlot = 2;
 
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
@@ -59,7 +68,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   ClientCore(pg::ConnParams params, ClientOptions options)
       : options_(std::move(options)),
         schema_(pg::QuoteIdentifier(options_.schema)),
-        resolve_sql_{ResolveTopicSql(schema_), 0},
+        resolve_sql_{ResolveTopicSql(schema_), kResolveSlot},
+        lookup_sql_{LookupTopicSql(schema_), kLookupSlot},
         params_(params),
         pool_(std::move(params), options_.session_settings,
               options_.application_name, options_.pool_size,
@@ -74,9 +84,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void set_citus(bool citus) { citus_.store(citus, std::memory_order_relaxed); }
   // The quoted schema identifier, ready to splice into SQL.
   const std::string& schema() const { return schema_; }
-  // The statement ResolveTopic runs (once per transaction that touches a
-  // topic), built once.
+  // The statement ResolveTopic runs, built once.
   const pg::FixedSql& resolve_sql() const { return resolve_sql_; }
+  // The one RunWithLookup sends with a transaction's first statement.
+  const pg::FixedSql& lookup_sql() const { return lookup_sql_; }
   pg::Pool& pool() { return pool_; }
   // What the pool's connections are opened with (before ForConnection).
   const pg::ConnParams& params() const { return params_; }
@@ -105,7 +116,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
  private:
   const ClientOptions options_;
   const std::string schema_;
-  const pg::FixedSql resolve_sql_;  // slot 0
+  const pg::FixedSql resolve_sql_;
+  const pg::FixedSql lookup_sql_;
   const pg::ConnParams params_;
   pg::Pool pool_;
   std::mutex cache_mutex_;

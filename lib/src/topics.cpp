@@ -146,6 +146,21 @@ std::string ResolveTopicSql(const std::string& schema) {
          "WHERE t.name = $1::text";
 }
 
+// The same columns with the fingerprint read straight from its column: the
+// look-up every transaction's first statement carries (RunWithLookup), and
+// about 13 us of the server's time less than through to_jsonb
+// (test/bench/RESULTS.md). On a database from a build before the column it
+// fails; RunWithLookup then rolls back the transaction it began, which holds
+// nothing of the caller's, and the long way says SchemaVersionMismatch.
+std::string LookupTopicSql(const std::string& schema) {
+  return std::string("SELECT ") + kTopicColumns +
+         ", v.version, v.fingerprint, "
+         "pg_catalog.current_setting('lock_timeout') FROM " +
+         schema + ".topic t LEFT JOIN " + schema +
+         ".schema_version v ON v.topic_id = t.id "
+         "WHERE t.name = $1::text";
+}
+
 pg::Statement ResolveTopicStatement(const ClientCore& core,
                                     const std::string& name) {
   return {core.resolve_sql(), pg::Params().Add(name)};
@@ -182,6 +197,19 @@ TopicInfo ResolveTopic(ClientCore& core, pg::Session session,
   return topic;
 }
 
+namespace {
+
+// The errors of a statement that names a table, column, function or schema
+// the database does not have.
+bool NamesMissingObject(const DatabaseError& e) {
+  return e.sqlstate() == pg::kUndefinedTable ||
+         e.sqlstate() == pg::kUndefinedColumn ||
+         e.sqlstate() == pg::kUndefinedFunction ||
+         e.sqlstate() == pg::kInvalidSchemaName;
+}
+
+}  // namespace
+
 std::optional<LookedUp> RunWithLookup(
     ClientCore& core, pg::Session session, const char* operation,
     const std::string& name,
@@ -189,11 +217,24 @@ std::optional<LookedUp> RunWithLookup(
   const std::optional<TopicInfo> cached = core.CachedTopic(name);
   if (!cached || !session.needs_begin()) return std::nullopt;
   std::vector<pg::Statement> statements = build(*cached);
-  statements.insert(statements.begin(), ResolveTopicStatement(core, name));
-  std::vector<pg::Result> r =
-      pg::ExecPipelinedResults(session, operation, statements);
+  statements.insert(statements.begin(),
+                    pg::Statement(core.lookup_sql(), pg::Params().Add(name)));
+  std::vector<pg::Result> r;
+  try {
+    r = pg::ExecPipelinedResults(session, operation, statements);
+  } catch (const DatabaseError& e) {
+    // Preparing one of them failed, with nothing sent (the connection is
+    // still outside a transaction): the look-up names a column a schema
+    // from an older build lacks, or a statement built under the cached id
+    // names objects that are gone. The long way decides.
+    if (!NamesMissingObject(e) || !session.needs_begin()) throw;
+    core.ForgetTopic(name);
+    return std::nullopt;
+  }
   // The look-up is judged first: a statement that ran under an id that is
-  // no longer the topic's, and failed there, says nothing of the topic.
+  // no longer the topic's, and failed there, says nothing of the topic. A
+  // look-up that failed itself (a schema without the columns it names)
+  // takes the long way too.
   std::optional<TopicInfo> found;
   if (pg::Succeeded(r[0].get())) {
     try {
@@ -337,7 +378,7 @@ const TopicSql& ClientCore::Sql(const TopicInfo& topic) {
   // Slots are numbered across the process, not per client: a transaction of
   // one client may run another client's topic statements on its connection,
   // and equal slots would make them prepare again on every call.
-  static std::atomic<std::size_t> next_slot{1};
+  static std::atomic<std::size_t> next_slot{kFirstTopicSlot};
   const bool on_citus = citus();
   std::lock_guard lock(sql_mutex_);
   std::unique_ptr<const TopicSql>& slot = sql_[on_citus][topic.id];

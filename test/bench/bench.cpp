@@ -1040,7 +1040,7 @@ Cell Bench::RunLockForm(const std::string& w, const std::string& form,
   const std::string resolve =
       "SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, "
       "t.tombstone_retention_ms, t.partitions, t.consumer_inactive_after_ms, "
-      "v.version, pg_catalog.to_jsonb(v) ->> 'fingerprint', "
+      "v.version, v.fingerprint, "
       "pg_catalog.current_setting('lock_timeout') FROM " +
       q_ + ".topic t LEFT JOIN " + q_ +
       ".schema_version v ON v.topic_id = t.id WHERE t.name = $1::text";

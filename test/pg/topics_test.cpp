@@ -211,6 +211,12 @@ TEST_CASE(
   auto topic = db.client().Topic<Counter>("old");
   topic.Register();
   auto reader = db.NewClient(1);
+  // One that has the topic cached: its next transaction sends the look-up
+  // that names the column with its first lock (RunWithLookup).
+  auto cached = db.NewClient(1);
+  cached.InTransaction([&](compaction::Tx& tx) {
+    cached.Topic<Counter>("old").Key("k").LockCompactionHead(tx);
+  });
   db.raw().Query("ALTER TABLE " + db.QuotedSchema() +
                  ".schema_version DROP COLUMN fingerprint");
   CHECK_THROWS_MATCHES(db.NewClient(), compaction::SchemaVersionMismatch,
@@ -227,6 +233,16 @@ TEST_CASE(
         compaction::SchemaVersionMismatch, SaysRecreate());
     CHECK_THROWS_MATCHES(
         reader.Topic<Counter>("old").Key("k").LockCompactionHead(tx),
+        compaction::SchemaVersionMismatch, SaysRecreate());
+  });
+  // The pipelined look-up fails on the missing column; the transaction it
+  // began is rolled back and the long way says the same.
+  cached.InTransaction([&](compaction::Tx& tx) {
+    CHECK_THROWS_MATCHES(
+        cached.Topic<Counter>("old").Key("k").LockCompactionHead(tx),
+        compaction::SchemaVersionMismatch, SaysRecreate());
+    CHECK_THROWS_MATCHES(
+        cached.Topic<Counter>("old").Key("k").LockCompactionHead(tx),
         compaction::SchemaVersionMismatch, SaysRecreate());
   });
 }

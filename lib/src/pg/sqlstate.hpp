@@ -12,6 +12,7 @@ namespace compaction::pg {
 
 inline constexpr std::string_view kUniqueViolation = "23505";
 inline constexpr std::string_view kUndefinedTable = "42P01";
+inline constexpr std::string_view kUndefinedColumn = "42703";
 inline constexpr std::string_view kUndefinedFunction = "42883";
 inline constexpr std::string_view kInvalidSchemaName = "3F000";
 inline constexpr std::string_view kQueryCanceled = "57014";

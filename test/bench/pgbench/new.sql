@@ -14,7 +14,7 @@
 \set k random(1, 1000000000000000)
 \startpipeline
 BEGIN;
-SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms, t.partitions, t.consumer_inactive_after_ms, v.version, pg_catalog.to_jsonb(v) ->> 'fingerprint', pg_catalog.current_setting('lock_timeout') FROM {schema}.topic t LEFT JOIN {schema}.schema_version v ON v.topic_id = t.id WHERE t.name = :topic::text;
+SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms, t.partitions, t.consumer_inactive_after_ms, v.version, v.fingerprint, pg_catalog.current_setting('lock_timeout') FROM {schema}.topic t LEFT JOIN {schema}.schema_version v ON v.topic_id = t.id WHERE t.name = :topic::text;
 SELECT m.status, m.id, m.message_key, m.schema_version, m.compaction_rank, (extract(epoch FROM CASE WHEN m.created_at IS NULL THEN NULL ELSE least(greatest(m.created_at, '1900-01-01 +00'::timestamptz), '2200-01-01 +00'::timestamptz) END) * 1e6)::bigint, m.payload::text FROM {lock}(:k::text, :guarded::boolean) m;
 \endpipeline
 END;
