@@ -6,13 +6,17 @@ namespace compaction::detail {
 namespace {
 
 // The pair of slots a hash may live in: adjacent, so one cache line.
-std::size_t PairOf(std::uint64_t h) {
+std::size_t FirstSlot(std::uint64_t h) {
   return static_cast<std::size_t>(h >> 1) & (HeadHints::kSlots - 2);
 }
 
 }  // namespace
 
 HeadHints::~HeadHints() { delete[] table_.load(); }
+
+std::size_t HeadHints::PairOf(std::int64_t topic_id, const std::string& key) {
+  return FirstSlot(Hash(topic_id, key));
+}
 
 std::uint64_t HeadHints::Hash(std::int64_t topic_id, const std::string& key) {
   // The topic in the hash too: one table serves every topic of the client.
@@ -38,7 +42,7 @@ bool HeadHints::Has(std::int64_t topic_id, const std::string& key) const {
   const Slot* t = Table();
   if (t == nullptr) return false;
   const std::uint64_t h = Hash(topic_id, key);
-  const std::size_t i = PairOf(h);
+  const std::size_t i = FirstSlot(h);
   return t[i].load(std::memory_order_relaxed) == h ||
          t[i + 1].load(std::memory_order_relaxed) == h;
 }
@@ -49,7 +53,7 @@ void HeadHints::Set(std::int64_t topic_id, const std::string& key,
   if (!has_head) {
     Slot* t = Table();
     if (t == nullptr) return;
-    const std::size_t i = PairOf(h);
+    const std::size_t i = FirstSlot(h);
     for (Slot* s : {&t[i], &t[i + 1]}) {
       std::uint64_t expected = h;
       s->compare_exchange_strong(expected, 0, std::memory_order_relaxed);
@@ -57,20 +61,18 @@ void HeadHints::Set(std::int64_t topic_id, const std::string& key,
     return;
   }
   Slot* t = TableForWrite();
-  const std::size_t i = PairOf(h);
+  const std::size_t i = FirstSlot(h);
   // Already there (the common case on a lock of a known key): no write.
   if (t[i].load(std::memory_order_relaxed) == h ||
       t[i + 1].load(std::memory_order_relaxed) == h) {
     return;
   }
-  for (Slot* s : {&t[i], &t[i + 1]}) {
-    std::uint64_t empty = 0;
-    if (s->compare_exchange_strong(empty, h, std::memory_order_relaxed)) {
-      return;
-    }
-  }
-  // Both taken by other keys: one of them goes, by a bit of the hash.
-  t[i + (h & 1)].store(h, std::memory_order_relaxed);
+  // The newest key in the first slot, the one before it in the second: a
+  // third key pushes out the older of the two, so two keys in use keep
+  // their pair however long another sat in it.
+  const std::uint64_t newest = t[i].load(std::memory_order_relaxed);
+  if (newest != 0) t[i + 1].store(newest, std::memory_order_relaxed);
+  t[i].store(h, std::memory_order_relaxed);
 }
 
 }  // namespace compaction::detail

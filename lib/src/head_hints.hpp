@@ -14,9 +14,10 @@ namespace compaction::detail {
 // the cleaner, a schema installed again), a hash shared by another key, or
 // a key pushed out by others costs its lock one more round trip, never a
 // wrong answer (the lock checks what it finds). So keys are kept as 64-bit
-// hashes in a fixed table of atomics, two slots per key in one cache line:
-// a look-up takes no lock and writes nothing, so the threads of a client
-// never contend on it (the mutex and hash set before it were the client's
+// hashes in a fixed table of atomics, a pair of slots per key in one cache
+// line (the newest key of the pair, and the one before it). A look-up
+// takes no lock and writes nothing, so the threads of a client never
+// contend on it (the mutex and hash set before it were the client's
 // costliest function in the 4-thread increment's profile;
 // test/bench/RESULTS.md). Thread-safe.
 class HeadHints {
@@ -32,6 +33,8 @@ class HeadHints {
 
   // 1 MB, allocated on the first key remembered.
   static constexpr std::size_t kSlots = std::size_t{1} << 17;
+  // The first slot of the key's pair (for tests).
+  static std::size_t PairOf(std::int64_t topic_id, const std::string& key);
 
  private:
   using Slot = std::atomic<std::uint64_t>;

@@ -363,11 +363,7 @@ TEST_CASE(
     topic.Key("first").LockCompactionHead(tx);
     conn = tx.native_handle();
   });
-  PGresult* prepared =
-      PQexec(conn, "SELECT count(*) FROM pg_catalog.pg_prepared_statements");
-  REQUIRE(PQresultStatus(prepared) == PGRES_TUPLES_OK);
-  const bool prepares = std::string(PQgetvalue(prepared, 0, 0)) != "0";
-  PQclear(prepared);
+  const bool prepares = client.options().prepared_statements;
   CHECK(RoundTrips(conn, [&] {
           client.InTransaction(
               [&](Tx& tx) { topic.Key("second").LockCompactionHead(tx); });

@@ -60,3 +60,26 @@ TEST_CASE("head hints serve threads setting and reading the same keys") {
   for (int k = 0; k < 500; ++k) hints.Set(3, std::to_string(k), true);
   for (int k = 0; k < 500; ++k) CHECK(hints.Has(3, std::to_string(k)));
 }
+
+TEST_CASE("two keys in use keep their pair against a third") {
+  // Keys of topic 5 whose hashes share one pair of slots.
+  const std::size_t pair = HeadHints::PairOf(5, "a");
+  std::vector<std::string> same;
+  for (int i = 0; same.size() < 3; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    if (HeadHints::PairOf(5, key) == pair) same.push_back(key);
+  }
+  HeadHints hints;
+  hints.Set(5, "a", true);  // in the pair long before the others
+  for (int round = 0; round < 10; ++round) {
+    hints.Set(5, same[0], true);
+    hints.Set(5, same[1], true);
+    CHECK(hints.Has(5, same[0]));
+    CHECK(hints.Has(5, same[1]));
+  }
+  CHECK_FALSE(hints.Has(5, "a"));  // the oldest went
+  hints.Set(5, same[2], true);     // a third pushes out the older of two
+  CHECK(hints.Has(5, same[2]));
+  CHECK(hints.Has(5, same[1]));
+  CHECK_FALSE(hints.Has(5, same[0]));
+}
