@@ -5,7 +5,7 @@
 namespace compaction::detail {
 namespace {
 
-// The pair of slots a hash may live in: adjacent, so one cache line.
+// The first of the two adjacent slots (one cache line) a hash may live in.
 std::size_t FirstSlot(std::uint64_t h) {
   return static_cast<std::size_t>(h >> 1) & (HeadHints::kSlots - 2);
 }
