@@ -133,32 +133,35 @@ void UpdateChangedSettings(ClientCore& core, pg::Session s,
   throw error;
 }
 
+namespace {
+
+// A topic's row and baseline by name, the fingerprint read by
+// `fingerprint` (an SQL expression over schema_version v), and the
+// session's lock_timeout: the columns ParseResolvedTopic reads.
+std::string TopicByNameSql(const std::string& schema, const char* fingerprint) {
+  return std::string("SELECT ") + kTopicColumns + ", v.version, " +
+         fingerprint + ", pg_catalog.current_setting('lock_timeout') FROM " +
+         schema + ".topic t LEFT JOIN " + schema +
+         ".schema_version v ON v.topic_id = t.id WHERE t.name = $1::text";
+}
+
+}  // namespace
+
 std::string ResolveTopicSql(const std::string& schema) {
   // The fingerprint through to_jsonb: a database from a build before the
   // column existed answers NULL instead of failing (and aborting the
   // caller's transaction).
-  return std::string("SELECT ") + kTopicColumns +
-         ", v.version, "
-         "pg_catalog.to_jsonb(v) ->> 'fingerprint', "
-         "pg_catalog.current_setting('lock_timeout') FROM " +
-         schema + ".topic t LEFT JOIN " + schema +
-         ".schema_version v ON v.topic_id = t.id "
-         "WHERE t.name = $1::text";
+  return TopicByNameSql(schema, "pg_catalog.to_jsonb(v) ->> 'fingerprint'");
 }
 
-// The same columns with the fingerprint read straight from its column: the
-// look-up every transaction's first statement carries (RunWithLookup), and
-// about 13 us of the server's time less than through to_jsonb
-// (test/bench/RESULTS.md). On a database from a build before the column it
-// fails; RunWithLookup then rolls back the transaction it began, which holds
-// nothing of the caller's, and the long way says SchemaVersionMismatch.
+// The fingerprint read straight from its column: the look-up every
+// transaction's first statement carries (RunWithLookup), and about 13 us
+// of the server's time less than through to_jsonb (test/bench/RESULTS.md).
+// On a database from a build before the column it fails; RunWithLookup then
+// rolls back the transaction it began, which holds nothing of the
+// caller's, and the long way says SchemaVersionMismatch.
 std::string LookupTopicSql(const std::string& schema) {
-  return std::string("SELECT ") + kTopicColumns +
-         ", v.version, v.fingerprint, "
-         "pg_catalog.current_setting('lock_timeout') FROM " +
-         schema + ".topic t LEFT JOIN " + schema +
-         ".schema_version v ON v.topic_id = t.id "
-         "WHERE t.name = $1::text";
+  return TopicByNameSql(schema, "v.fingerprint");
 }
 
 pg::Statement ResolveTopicStatement(const ClientCore& core,
