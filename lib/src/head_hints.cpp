@@ -10,6 +10,13 @@ std::size_t FirstSlot(std::uint64_t h) {
   return static_cast<std::size_t>(h >> 1) & (HeadHints::kSlots - 2);
 }
 
+// Whether `h` is in its pair of table `t`.
+bool PairHolds(const std::atomic<std::uint64_t>* t, std::uint64_t h) {
+  const std::size_t i = FirstSlot(h);
+  return t[i].load(std::memory_order_relaxed) == h ||
+         t[i + 1].load(std::memory_order_relaxed) == h;
+}
+
 }  // namespace
 
 HeadHints::~HeadHints() { delete[] table_.load(); }
@@ -40,11 +47,7 @@ HeadHints::Slot* HeadHints::TableForWrite() {
 
 bool HeadHints::Has(std::int64_t topic_id, const std::string& key) const {
   const Slot* t = Table();
-  if (t == nullptr) return false;
-  const std::uint64_t h = Hash(topic_id, key);
-  const std::size_t i = FirstSlot(h);
-  return t[i].load(std::memory_order_relaxed) == h ||
-         t[i + 1].load(std::memory_order_relaxed) == h;
+  return t != nullptr && PairHolds(t, Hash(topic_id, key));
 }
 
 void HeadHints::Set(std::int64_t topic_id, const std::string& key,
@@ -61,12 +64,9 @@ void HeadHints::Set(std::int64_t topic_id, const std::string& key,
     return;
   }
   Slot* t = TableForWrite();
-  const std::size_t i = FirstSlot(h);
   // Already there (the common case on a lock of a known key): no write.
-  if (t[i].load(std::memory_order_relaxed) == h ||
-      t[i + 1].load(std::memory_order_relaxed) == h) {
-    return;
-  }
+  if (PairHolds(t, h)) return;
+  const std::size_t i = FirstSlot(h);
   // The newest key in the first slot, the one before it in the second: a
   // third key pushes out the older of the two, so two keys in use keep
   // their pair however long another sat in it.
