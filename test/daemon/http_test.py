@@ -90,35 +90,45 @@ def wait_closed(sock, timeout):
     return None
 
 
-def daemon_side(port, client):
-    """The daemon's side of `client`'s connection as /proc/net/tcp lists it:
-    (state, bytes queued and not yet sent), or None once it is gone."""
-    client_port = client.getsockname()[1]
+ESTABLISHED = "01"  # a socket's state in /proc/net/tcp
+
+
+def daemon_sockets(port):
+    """The daemon's side of each connection to `port`, by the client's port:
+    (state, bytes queued to send, bytes received and not yet read), from
+    /proc/net/tcp (the daemon listens on IPv4)."""
+    sockets = {}
     with open("/proc/net/tcp") as f:
         next(f)
         for line in f:
             fields = line.split()
-            local, remote = fields[1], fields[2]
-            if (int(local.split(":")[1], 16) == port
-                    and int(remote.split(":")[1], 16) == client_port):
-                return fields[3], int(fields[4].split(":")[0], 16)
-    return None
+            if int(fields[1].split(":")[1], 16) != port:
+                continue
+            tx, rx = (int(n, 16) for n in fields[4].split(":"))
+            remote = int(fields[2].split(":")[1], 16)
+            # A live connection wins over an old one on the same client port.
+            if sockets.get(remote, ("",))[0] != ESTABLISHED:
+                sockets[remote] = (fields[3], tx, rx)
+    return sockets
+
+
+def daemon_side(port, client):
+    """The daemon's side of `client`'s connection (see daemon_sockets), or
+    None once it is gone."""
+    return daemon_sockets(port).get(client.getsockname()[1])
 
 
 def closed_by_daemon(port, client):
     """True once the daemon closed its side of `client`'s connection. Unlike
     is_closed it holds with unread responses in the client's buffer."""
     side = daemon_side(port, client)
-    return side is None or side[0] != "01"  # 01: ESTABLISHED
+    return side is None or side[0] != ESTABLISHED
 
 
 def daemon_connections(port):
     """Established connections on the daemon's port (its side)."""
-    with open("/proc/net/tcp") as f:
-        next(f)
-        return sum(1 for line in f
-                   if int(line.split()[1].split(":")[1], 16) == port
-                   and line.split()[3] == "01")
+    return sum(1 for state, _, _ in daemon_sockets(port).values()
+               if state == ESTABLISHED)
 
 
 def percentile(values, p):
@@ -369,18 +379,11 @@ def waiting_scraper(port):
 
 def all_read(port, socks):
     """True once the daemon has read everything each of `socks` sent (its
-    side's rx_queue in /proc/net/tcp is 0): a session whose request was read
-    is no longer idle."""
-    wanted = {s.getsockname()[1] for s in socks}
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            fields = line.split()
-            if (int(fields[1].split(":")[1], 16) == port
-                    and int(fields[2].split(":")[1], 16) in wanted
-                    and int(fields[4].split(":")[1], 16) != 0):
-                return False
-    return True
+    side's receive queue is empty): a session whose request was read is no
+    longer idle."""
+    sockets = daemon_sockets(port)
+    return all(sockets.get(s.getsockname()[1], ("", 0, 0))[2] == 0
+               for s in socks)
 
 
 def test_evict():
