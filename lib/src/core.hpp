@@ -42,9 +42,10 @@ struct TopicSql {
   pg::FixedSql produce_unkeyed;
   pg::FixedSql produce_batch;  // produce_batch.cpp, ProduceBatchSql
   pg::FixedSql read_head;      // lock.cpp, ReadHeadSql
+  pg::FixedSql insert_lock;    // lock.cpp, InsertLockSql
 
   // FixedSql slots a topic's entry takes (pg::PreparedCache).
-  static constexpr std::size_t kSlots = 8;
+  static constexpr std::size_t kSlots = 9;
 };
 
 // The look-up of a topic by name in `schema` (topics.cpp), for
@@ -112,6 +113,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   const TopicSql& Sql(const TopicInfo& topic);
   // Keys this client saw with a head (lock.cpp).
   HeadHints& head_hints() { return head_hints_; }
+  // Whether a topic's unhinted keys tend to be new (lock.cpp).
+  NewKeyOdds& new_key_odds() { return new_key_odds_; }
 
  private:
   const ClientOptions options_;
@@ -131,6 +134,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // hold a reference to one.
   std::vector<std::unique_ptr<const TopicSql>> retired_sql_;
   HeadHints head_hints_;
+  NewKeyOdds new_key_odds_;
 };
 
 // A message a transaction wrote, as its INSERT ... RETURNING said: the

@@ -1,5 +1,6 @@
 #include "head_hints.hpp"
 
+#include <algorithm>
 #include <functional>
 
 namespace compaction::detail {
@@ -73,6 +74,14 @@ void HeadHints::Set(std::int64_t topic_id, const std::string& key,
   const std::uint64_t newest = t[i].load(std::memory_order_relaxed);
   if (newest != 0) t[i + 1].store(newest, std::memory_order_relaxed);
   t[i].store(h, std::memory_order_relaxed);
+}
+
+void NewKeyOdds::Record(std::int64_t topic_id, bool headless) {
+  std::atomic<int>& score = Score(topic_id);
+  const int now = score.load(std::memory_order_relaxed);
+  const int next =
+      headless ? std::min(kCap, now + 1) : std::max(0, now - kHeadCost);
+  if (next != now) score.store(next, std::memory_order_relaxed);
 }
 
 }  // namespace compaction::detail

@@ -1,7 +1,10 @@
-// Keys a client saw with a head: LockCompactionHead sends the lock of one
-// the seed's way (lock.cpp).
+// What a client learned about the keys it locks: which it saw with a head
+// (LockCompactionHead sends the lock of one the seed's way), and whether
+// a topic's other keys tend to be new (it then sends the insert first;
+// lock.cpp).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +46,38 @@ class HeadHints {
   Slot* TableForWrite();
 
   mutable std::atomic<Slot*> table_{nullptr};
+};
+
+// Whether the keys of a topic that this client locks without a hint (keys
+// it never saw with a head) have mostly turned out headless: new, or
+// without a value yet. Then the lock sends its insert first, which costs a
+// new key one statement instead of lock_<id>'s two, and a key with a head
+// one round trip more (lock.cpp). A score per topic: a headless outcome
+// raises it by one, up to kCap; a head lowers it by kHeadCost; the insert
+// goes first from kLikely on, so it takes about four headless keys in five
+// to keep it. Like the hints, a guess the lock checks, never a fact: racing
+// threads may lose an update of the score, which only delays a switch.
+// Thread-safe.
+class NewKeyOdds {
+ public:
+  static constexpr int kCap = 32;
+  static constexpr int kLikely = 16;
+  static constexpr int kHeadCost = 4;
+
+  bool Likely(std::int64_t topic_id) const {
+    return Score(topic_id).load(std::memory_order_relaxed) >= kLikely;
+  }
+  // What a lock of an unhinted key of the topic found.
+  void Record(std::int64_t topic_id, bool headless);
+
+ private:
+  // Topics share a score when their ids are equal modulo the size: a
+  // client locking in more topics than that blends their odds.
+  std::atomic<int>& Score(std::int64_t topic_id) const {
+    return scores_[static_cast<std::uint64_t>(topic_id) % scores_.size()];
+  }
+
+  mutable std::array<std::atomic<int>, 64> scores_{};
 };
 
 }  // namespace compaction::detail

@@ -99,27 +99,45 @@ Locked LockOnce(ClientCore& core, pg::Session s, const TopicInfo& topic,
       s, "LockCompactionHead", LockStatement(core, topic, key, guarded)));
 }
 
-// Whether to lock `key` the seed's way first: a key this client saw with a
-// head, which most likely still has one. Not on Citus, whose head reads
-// are routed by partition.
-bool SeedWay(ClientCore& core, const TopicInfo& topic, const std::string& key) {
-  return !core.citus() && core.head_hints().Has(topic.id, key);
+// How the first attempt locks a key.
+enum class Way {
+  // lock_<id>, which decides in every state of the key.
+  kFunction,
+  // A key this client saw with a head, which most likely still has one:
+  // LockRowSql, then ReadLockedHeadSql, which spare the plpgsql call.
+  kSeed,
+  // A key not seen with a head, of a topic whose such keys have mostly been
+  // headless (NewKeyOdds): InsertLockSql alone, which spares a new key the
+  // function's SELECT that finds nothing.
+  kInsert,
+};
+
+// Not on Citus, whose head rows are routed by partition: lock_<id> there.
+Way ChooseWay(ClientCore& core, const TopicInfo& topic,
+              const std::string& key) {
+  if (core.citus()) return Way::kFunction;
+  if (core.head_hints().Has(topic.id, key)) return Way::kSeed;
+  if (core.new_key_odds().Likely(topic.id)) return Way::kInsert;
+  return Way::kFunction;
 }
 
-// The first attempt's statements: the topic's lock_<id>, or the seed's way
-// (LockRowSql, then ReadLockedHeadSql), which spares an existing head the
-// plpgsql call.
-std::vector<pg::Statement> FirstAttempt(ClientCore& core,
-                                        const TopicInfo& topic,
-                                        const std::string& key) {
+std::vector<pg::Statement> AttemptStatements(ClientCore& core,
+                                             const TopicInfo& topic,
+                                             const std::string& key, Way way) {
   std::vector<pg::Statement> out;
-  if (!SeedWay(core, topic, key)) {
-    out.push_back(LockStatement(core, topic, key, false));
-    return out;
-  }
   const TopicSql& sql = core.Sql(topic);
-  out.emplace_back(sql.lock_row, pg::Params().Add(key));
-  out.emplace_back(sql.read_locked_head, pg::Params().Add(key));
+  switch (way) {
+    case Way::kFunction:
+      out.push_back(LockStatement(core, topic, key, false));
+      break;
+    case Way::kSeed:
+      out.emplace_back(sql.lock_row, pg::Params().Add(key));
+      out.emplace_back(sql.read_locked_head, pg::Params().Add(key));
+      break;
+    case Way::kInsert:
+      out.emplace_back(sql.insert_lock, pg::Params().Add(key));
+      break;
+  }
   return out;
 }
 
@@ -132,15 +150,28 @@ std::vector<pg::Result> RunAttempt(pg::Session s,
   return out;
 }
 
-// What the first attempt locked. By the seed's way: the head, or not done
-// when the row has a head but nothing was locked (the session has a
-// lock_timeout, under which the statement locks nothing; or the row was
-// deleted and made again while the lock waited), so the guarded retry in a
-// savepoint runs at once, as after lock_<id>'s 'g'. Empty when the row is
-// gone (janitor, cleaner) or headless (its TTL must restart under the
-// lock): the function decides then.
-std::optional<Locked> JudgeAttempt(const std::vector<pg::Result>& results) {
-  if (results.size() == 1) return ParseLocked(results.front());
+// What the first attempt locked; empty when lock_<id> must decide.
+// - The seed's way: the head, or not done when the row has a head but
+//   nothing was locked (the session has a lock_timeout, under which the
+//   statement locks nothing; or the row was deleted and made again while
+//   the lock waited), so the guarded retry in a savepoint runs at once, as
+//   after lock_<id>'s 'g'. Empty when the row is gone (janitor, cleaner)
+//   or headless (its TTL must restart under the lock).
+// - The insert: a row back is a headless row locked (inserted, or
+//   refreshed as lock_<id> does). None is a row with a head, locked but
+//   not read, or nothing done under a session lock_timeout: lock_<id>
+//   reads the first (its lock is ours already) and says 'g' to the second.
+std::optional<Locked> JudgeAttempt(Way way,
+                                   const std::vector<pg::Result>& results) {
+  switch (way) {
+    case Way::kFunction:
+      return ParseLocked(results.front());
+    case Way::kInsert:
+      if (results.front().rows() == 1) return Locked{};
+      return std::nullopt;
+    case Way::kSeed:
+      break;
+  }
   const bool locked = results[0].rows() == 1;
   const bool has_head = results[1].rows() == 1;
   if (locked && has_head) return ParseLocked(results[1]);
@@ -229,6 +260,27 @@ std::string LockRowSql(const ClientCore& core, std::int64_t id) {
          "pg_catalog.current_setting('lock_timeout') = '0' FOR UPDATE OF h";
 }
 
+// The insert way's lock of a key the client expects to be new
+// (NewKeyOdds): ON CONFLICT DO UPDATE inserts a new key's headless row,
+// refreshes a headless one as lock_<id> does, and locks a row with a head
+// without writing it (the update's WHERE is false there, but the
+// conflicting row is locked all the same); the executor itself waits out
+// and retries a concurrent insert or delete of the key. One statement
+// where lock_<id> runs a SELECT and an INSERT (test/bench/RESULTS.md).
+// Guarded like LockRowSql: under a session lock_timeout nothing is
+// inserted or locked.
+std::string InsertLockSql(const ClientCore& core, std::int64_t id) {
+  return "/* compaction:LockCompactionHead */ INSERT INTO " +
+         core.HeadTable(id) +
+         " AS h (message_key) SELECT $1::text WHERE "
+         "pg_catalog.current_setting('lock_timeout') = '0' ON CONFLICT ON "
+         "CONSTRAINT " +
+         core.HeadPkey(id) +
+         " DO UPDATE SET updated_at = pg_catalog.statement_timestamp(), "
+         "idle_since = pg_catalog.statement_timestamp() WHERE h.head_id IS "
+         "NULL RETURNING h.head_id";
+}
+
 // The head LockRowSql locked, shaped as lock_<id>'s answer. A statement of
 // its own, sent with the lock: its snapshot comes after the lock, so it
 // sees a head moved by the writer the lock waited for.
@@ -265,17 +317,20 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
   // id it resolved then holds.
   std::optional<TopicInfo> info = state.TouchedTopic(topic);
   std::optional<Locked> first;
-  bool attempted = false;
+  std::optional<Way> way;  // set once the first attempt ran
   if (!info && !options.lock_timeout) {
     // A transaction's first statement: BEGIN, the look-up and the lock in
     // one round trip.
-    std::optional<LookedUp> done = RunWithLookup(
-        core, s, kOp, topic,
-        [&](const TopicInfo& t) { return FirstAttempt(core, t, key); });
+    std::optional<LookedUp> done =
+        RunWithLookup(core, s, kOp, topic, [&](const TopicInfo& t) {
+          way = ChooseWay(core, t, key);
+          return AttemptStatements(core, t, key, *way);
+        });
     if (done) {
       info = std::move(done->topic);
-      first = JudgeAttempt(done->results);
-      attempted = true;
+      first = JudgeAttempt(*way, done->results);
+    } else {
+      way.reset();
     }
   }
   if (!info) info = ResolveTopic(core, s, kOp, topic);
@@ -290,8 +345,10 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
       // per lock. With one the caller set, the function does nothing and
       // says so; its expiry inside a savepoint is then a LockTimeout that
       // leaves the transaction usable, as with LockOptions.
-      if (!attempted) {
-        first = JudgeAttempt(RunAttempt(s, FirstAttempt(core, *info, key)));
+      if (!way) {
+        way = ChooseWay(core, *info, key);
+        first = JudgeAttempt(
+            *way, RunAttempt(s, AttemptStatements(core, *info, key, *way)));
       }
       if (!first) first = LockOnce(core, s, *info, key, false);
       head = first->done ? std::move(first->head)
@@ -306,7 +363,12 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
     }
     throw;
   }
-  if (!core.citus()) core.head_hints().Set(info->id, key, head.has_value());
+  if (!core.citus()) {
+    core.head_hints().Set(info->id, key, head.has_value());
+    // What an unhinted key turned out to be decides the next one's way.
+    if (way && *way != Way::kSeed)
+      core.new_key_odds().Record(info->id, !head.has_value());
+  }
   state.RememberTouchedTopic(*info);
   state.RememberLockedKey(info->id, key);
   return LockedRow{std::move(head)};

@@ -15,8 +15,6 @@ struct LockedRow {
   std::optional<RawStored> head;
 };
 
-// LockHead, keeping a tombstone head (its schema_version and rank still
-// decide what can win over it).
 // The statement calling the topic's lock_<id> (built once per topic:
 // ClientCore::Sql).
 std::string LockSql(const ClientCore& core, std::int64_t id);
@@ -24,10 +22,15 @@ std::string LockSql(const ClientCore& core, std::int64_t id);
 // the client saw with a head (built once per topic as well).
 std::string LockRowSql(const ClientCore& core, std::int64_t id);
 std::string ReadLockedHeadSql(const ClientCore& core, std::int64_t id);
+// The insert-first lock of a key the client expects to be new (built once
+// per topic as well).
+std::string InsertLockSql(const ClientCore& core, std::int64_t id);
 // CompactionHead's read of one key's head (built once per topic as well;
 // its text depends on the partitions on Citus).
 std::string ReadHeadSql(const ClientCore& core, const TopicInfo& topic);
 
+// LockHead, keeping a tombstone head (its schema_version and rank still
+// decide what can win over it).
 LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
                       const std::string& key, const LockOptions& options);
 

@@ -399,8 +399,9 @@ const TopicSql& ClientCore::Sql(const TopicInfo& topic) {
                  {PlainInsertSql(*this, topic, true), at + 4},
                  {PlainInsertSql(*this, topic, false), at + 5},
                  {ProduceBatchSql(*this, topic.id), at + 6},
-                 {ReadHeadSql(*this, topic), at + 7}});
-    static_assert(TopicSql::kSlots == 8, "one slot per statement above");
+                 {ReadHeadSql(*this, topic), at + 7},
+                 {InsertLockSql(*this, topic.id), at + 8}});
+    static_assert(TopicSql::kSlots == 9, "one slot per statement above");
   }
   return *slot;
 }

@@ -532,6 +532,142 @@ TEST_CASE(
   CHECK(topic.Key("free").CompactionHead()->message.value == 5);
 }
 
+namespace {
+
+// Locks as many keys never seen as it takes a client's odds to be full
+// (NewKeyOdds::kCap, lib/src/head_hints.hpp), each in a transaction of its
+// own: a client whose unhinted keys keep turning out new sends the insert
+// first, and a few keys with a head later do not change that.
+void LockNewKeys(compaction::Client& client,
+                 compaction::TopicHandle<Counter>& topic) {
+  constexpr int n = 32;
+  for (int i = 0; i < n; ++i) {
+    client.InTransaction([&](Tx& tx) {
+      REQUIRE_FALSE(
+          topic.Key("fresh-" + std::to_string(i)).LockCompactionHead(tx));
+    });
+  }
+}
+
+}  // namespace
+
+// Once a topic's unhinted keys have mostly been new, a lock sends its
+// insert alone: a new key is one statement, a headless row is refreshed
+// as lock_<id> would, and a key with a head (locked by the insert, not
+// read) costs one round trip more, lock_<id> reading it.
+TEST_CASE("a client whose unseen keys were new locks the next with an insert") {
+  if (testing::SkipOnCitus("the insert way is not taken on Citus")) return;
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("insert_way");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{3}, Compacted("head"));
+  producer.ProduceTombstone("tombstone");
+  const std::string table = db.HeadTable("insert_way");
+  testing::InsertHeadless(db.raw(), table, "headless", 1);
+  compaction::Client client = db.NewClient(1);
+  auto mine = client.Topic<Counter>("insert_way");
+  LockNewKeys(client, mine);
+  int other = 0;
+  // Round trips of a key's lock and lock_<id>'s calls, in a transaction
+  // whose first lock (another new key) sent BEGIN and the look-up.
+  auto lock = [&](const char* key, std::optional<Counter>& value) {
+    Tx tx = client.Begin();
+    ExecIn(tx, "SET LOCAL track_functions = 'pl'");
+    mine.Key("other-" + std::to_string(other++)).LockCompactionHead(tx);
+    const std::int64_t before = LockFunctionCalls(tx, db, "insert_way");
+    std::optional<compaction::StoredMessage<Counter>> head;
+    const int trips = RoundTrips(tx.native_handle(), [&] {
+      head = mine.Key(key).LockCompactionHead(tx);
+    });
+    const std::int64_t calls = LockFunctionCalls(tx, db, "insert_way") - before;
+    tx.Commit();
+    value.reset();
+    if (head) value = head->message;
+    return std::pair{trips, calls};
+  };
+  std::optional<Counter> value;
+  CHECK(lock("new", value) == std::pair{1, std::int64_t{0}});
+  CHECK_FALSE(value);
+  CHECK(lock("headless1", value) == std::pair{1, std::int64_t{0}});
+  CHECK_FALSE(value);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + table +
+                     " WHERE message_key IN ('new', 'headless1') AND head_id "
+                     "IS NULL AND idle_since = updated_at AND updated_at > "
+                     "now() - interval '1 minute'") == 2);
+  CHECK(lock("head", value) == std::pair{2, std::int64_t{1}});
+  REQUIRE(value);
+  CHECK(value->value == 3);
+  CHECK(lock("tombstone", value) == std::pair{2, std::int64_t{1}});
+  CHECK_FALSE(value);
+  // Seen with a head now: the seed's way, whatever the odds (its
+  // statements prepared on the connection by a first use).
+  CHECK(lock("head", value).second == 0);
+  CHECK(lock("head", value) == std::pair{1, std::int64_t{0}});
+  REQUIRE(value);
+  CHECK(value->value == 3);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + table +
+                     " WHERE message_key IN ('new', 'headless1', 'head', "
+                     "'tombstone')") == 4);
+}
+
+// The insert way under races, each ordering forced: a concurrent
+// transaction's insert of the same new key, committed with a head, rolled
+// back, or committed headless; and a key another transaction holds under
+// the caller's lock_timeout, whose expiry must leave the transaction
+// usable (the insert locks nothing then; the guarded lock_<id> times out
+// in a savepoint).
+TEST_CASE("the insert way waits for a concurrent insert and locks its result") {
+  if (testing::SkipOnCitus("the insert way is not taken on Citus")) return;
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("insert_way_race");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  compaction::Client client = db.NewClient(1);
+  auto mine = client.Topic<Counter>("insert_way_race");
+  auto mine_producer = mine.RegisterProducer();
+  LockNewKeys(client, mine);
+  enum class End { kHead, kRollback, kHeadless };
+  for (const End end : {End::kHead, End::kRollback, End::kHeadless}) {
+    const std::string key = "race-" + std::to_string(static_cast<int>(end));
+    INFO(key);
+    // The other client's odds are fresh: it inserts through lock_<id>.
+    Tx other = db.client().Begin();
+    REQUIRE_FALSE(topic.Key(key).LockCompactionHead(other));
+    if (end == End::kHead)
+      producer.ProduceInTx(other, Counter{7}, Compacted(key));
+    auto seen = std::async(std::launch::async, [&] {
+      return client.InTransaction([&](Tx& tx) {
+        auto head = mine.Key(key).LockCompactionHead(tx);
+        return head ? head->message.value : -1;
+      });
+    });
+    REQUIRE(testing::WaitForLockWait(db.raw(), "ON CONFLICT", db.schema()));
+    if (end == End::kRollback) {
+      other.Rollback();
+    } else {
+      other.Commit();
+    }
+    CHECK(seen.get() == (end == End::kHead ? 7 : -1));
+    CHECK(db.raw().Int("SELECT count(*) FROM " +
+                           db.HeadTable("insert_way_race") +
+                           " WHERE message_key = $1",
+                       {key}) == 1);
+  }
+  Tx holder = db.client().Begin();
+  REQUIRE_FALSE(topic.Key("busy").LockCompactionHead(holder));
+  Tx tx = client.Begin();
+  PQclear(PQexec(tx.native_handle(), "SET LOCAL lock_timeout = '100ms'"));
+  CHECK_THROWS_AS(mine.Key("busy").LockCompactionHead(tx),
+                  compaction::LockTimeout);
+  mine_producer.ProduceInTx(tx, Counter{5}, Compacted("free"));
+  tx.Commit();
+  holder.Rollback();
+  CHECK(topic.Key("free").CompactionHead()->message.value == 5);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("insert_way_race") +
+                     " WHERE message_key = 'busy'") == 0);
+}
+
 // The look-up that rides with a transaction's first lock still decides:
 // when the cached id now names another topic's objects, the lock that ran
 // there with it is rolled back and the key is locked in its own topic.

@@ -93,6 +93,27 @@ TEST_CASE("roles: the application role reads, locks, produces and registers") {
     CHECK(t.Stats().headless_rows == 1);
   }
 
+  {
+    // Once a topic's unhinted keys have mostly been new, the lock sends its
+    // insert first (doc/architecture.md; lock_test shows the switch): the
+    // role's own INSERT .. ON CONFLICT DO UPDATE, in each state of the key.
+    auto t = app.Topic<Counter>("inserts");
+    t.Register();
+    auto producer = t.RegisterProducer();
+    producer.Produce(Counter{9}, testing::Compacted("head"));
+    for (int i = 0; i < 32; ++i) {
+      app.InTransaction([&](compaction::Tx& tx) {
+        CHECK_FALSE(t.Key("new" + std::to_string(i)).LockCompactionHead(tx));
+      });
+    }
+    app.InTransaction([&](compaction::Tx& tx) {
+      CHECK_FALSE(t.Key("newer").LockCompactionHead(tx));
+      CHECK_FALSE(t.Key("new0").LockCompactionHead(tx));  // headless
+      CHECK(t.Key("head").LockCompactionHead(tx)->message.value == 9);
+    });
+    CHECK(t.Stats().headless_rows == 33);
+  }
+
   // It consumes: creates, locks and moves its positions.
   {
     auto consumer = topic.Consumer("reader");

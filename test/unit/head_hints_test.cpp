@@ -9,6 +9,7 @@
 #include <vector>
 
 using compaction::detail::HeadHints;
+using compaction::detail::NewKeyOdds;
 
 TEST_CASE("head hints remember and forget a key per topic") {
   HeadHints hints;
@@ -82,4 +83,31 @@ TEST_CASE("two keys in use keep their pair against a third") {
   CHECK(hints.Has(5, same[2]));
   CHECK(hints.Has(5, same[1]));
   CHECK_FALSE(hints.Has(5, same[0]));
+}
+
+TEST_CASE("new-key odds switch on new keys and off on keys with a head") {
+  NewKeyOdds odds;
+  CHECK_FALSE(odds.Likely(1));  // a fresh client asks lock_<id>
+  for (int i = 0; i < NewKeyOdds::kLikely - 1; ++i) odds.Record(1, true);
+  CHECK_FALSE(odds.Likely(1));
+  odds.Record(1, true);
+  CHECK(odds.Likely(1));
+  CHECK_FALSE(odds.Likely(2));  // per topic
+  // Capped: as many keys with a head as it took to fill it, over kHeadCost,
+  // switch it off again however long it was on.
+  for (int i = 0; i < 1000; ++i) odds.Record(1, true);
+  const int to_off =
+      (NewKeyOdds::kCap - NewKeyOdds::kLikely) / NewKeyOdds::kHeadCost + 1;
+  for (int i = 0; i < to_off - 1; ++i) odds.Record(1, false);
+  CHECK(odds.Likely(1));
+  odds.Record(1, false);
+  CHECK_FALSE(odds.Likely(1));
+  // Four headless keys in five hold it where it is.
+  for (int i = 0; i < 1000; ++i) odds.Record(1, false);
+  for (int i = 0; i < NewKeyOdds::kLikely; ++i) odds.Record(1, true);
+  for (int round = 0; round < 100; ++round) {
+    for (int i = 0; i < NewKeyOdds::kHeadCost; ++i) odds.Record(1, true);
+    odds.Record(1, false);
+    REQUIRE(odds.Likely(1));
+  }
 }

@@ -5,16 +5,16 @@
 -- '1900-01-01 00:00+00' (the same value): pgbench would take ":Name" or ":00" for a
 -- variable. Neither reaches the plan; the bench's sqlcheck section compares the texts
 -- pg_stat_statements records (constants normalized) and must say "yes".
--- (3) lock-only on an always-new key: lock_<id> finds nothing and inserts the
--- headless row ON CONFLICT DO NOTHING, in the one call
+-- (3) lock-only on an always-new key: the library's insert way (lock.cpp
+-- InsertLockSql), which a client takes once its unhinted keys have mostly
+-- been new (the bench's library client takes lock_<id> for its first 16).
 -- Two round trips, as the library sends them: BEGIN, the topic resolution and
 -- the lock in one pipeline (one Sync; \startpipeline needs -M prepared or
 -- extended), then END.
-\set guarded 0
 \set k random(1, 1000000000000000)
 \startpipeline
 BEGIN;
 SELECT t.id, t.name, t.headless_ttl_ms, t.retention_ms, t.tombstone_retention_ms, t.partitions, t.consumer_inactive_after_ms, v.version, v.fingerprint, pg_catalog.current_setting('lock_timeout') FROM {schema}.topic t LEFT JOIN {schema}.schema_version v ON v.topic_id = t.id WHERE t.name = :topic::text;
-SELECT m.status, m.id, m.message_key, m.schema_version, m.compaction_rank, (extract(epoch FROM CASE WHEN m.created_at IS NULL THEN NULL ELSE least(greatest(m.created_at, '1900-01-01 +00'::timestamptz), '2200-01-01 +00'::timestamptz) END) * 1e6)::bigint, m.payload::text FROM {lock}(:k::text, :guarded::boolean) m;
+INSERT INTO {head} AS h (message_key) SELECT :k::text WHERE pg_catalog.current_setting('lock_timeout') = '0' ON CONFLICT ON CONSTRAINT {pkey} DO UPDATE SET updated_at = pg_catalog.statement_timestamp(), idle_since = pg_catalog.statement_timestamp() WHERE h.head_id IS NULL RETURNING h.head_id;
 \endpipeline
 END;
