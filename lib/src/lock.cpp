@@ -151,6 +151,8 @@ std::vector<pg::Result> RunAttempt(pg::Session s,
 }
 
 // What the first attempt locked; empty when lock_<id> must decide.
+// `lock_timeout` is the session's, when the look-up sent with the attempt
+// read it.
 // - The seed's way: the head, or not done when the row has a head but
 //   nothing was locked (the session has a lock_timeout, under which the
 //   statement locks nothing; or the row was deleted and made again while
@@ -159,15 +161,19 @@ std::vector<pg::Result> RunAttempt(pg::Session s,
 //   or headless (its TTL must restart under the lock).
 // - The insert: a row back is a headless row locked (inserted, or
 //   refreshed as lock_<id> does). None is a row with a head, locked but
-//   not read, or nothing done under a session lock_timeout: lock_<id>
-//   reads the first (its lock is ours already) and says 'g' to the second.
+//   not read, which lock_<id> reads (its lock is ours already); or,
+//   under a session lock_timeout, nothing done: not done when the look-up
+//   said so, else lock_<id> says 'g'.
 std::optional<Locked> JudgeAttempt(Way way,
-                                   const std::vector<pg::Result>& results) {
+                                   const std::vector<pg::Result>& results,
+                                   const std::string* lock_timeout = nullptr) {
   switch (way) {
     case Way::kFunction:
       return ParseLocked(results.front());
     case Way::kInsert:
       if (results.front().rows() == 1) return Locked{};
+      if (lock_timeout != nullptr && *lock_timeout != "0")
+        return Locked{false, std::nullopt};
       return std::nullopt;
     case Way::kSeed:
       break;
@@ -251,8 +257,11 @@ std::string LockSql(const ClientCore& core, std::int64_t id) {
 // backend CPU than lock_<id> and a shorter hold of a hot key's lock
 // (test/bench/RESULTS.md). Guarded like the function: under a session
 // lock_timeout the setting's test, which names no column, is a one-time
-// filter that fails before any row is locked, so no timeout can abort the
-// caller's transaction here.
+// filter that fails before any row is locked, so no row lock's wait can
+// time out and abort the caller's transaction here. The table's own lock
+// is still taken first (lock_<id>'s guard takes none): a session
+// lock_timeout can expire behind DDL or VACUUM FULL on the head table, as
+// it can for a produce.
 std::string LockRowSql(const ClientCore& core, std::int64_t id) {
   return "/* compaction:LockCompactionHead */ SELECT h.head_id FROM " +
          core.HeadTable(id) +
@@ -265,10 +274,14 @@ std::string LockRowSql(const ClientCore& core, std::int64_t id) {
 // refreshes a headless one as lock_<id> does, and locks a row with a head
 // without writing it (the update's WHERE is false there, but the
 // conflicting row is locked all the same); the executor itself waits out
-// and retries a concurrent insert or delete of the key. One statement
-// where lock_<id> runs a SELECT and an INSERT (test/bench/RESULTS.md).
-// Guarded like LockRowSql: under a session lock_timeout nothing is
-// inserted or locked.
+// and retries a concurrent insert or delete of the key, without
+// lock_<id>'s bound of 16 rounds (each retry follows another
+// transaction's end). It locks FOR NO KEY UPDATE where lock_<id> locks FOR
+// UPDATE: every other lock the library takes on a head row conflicts with
+// both; only a FOR KEY SHARE (a foreign key of the user's referencing the
+// head table) is not kept out. One statement where lock_<id> runs a SELECT
+// and an INSERT (test/bench/RESULTS.md). Guarded like LockRowSql, row
+// locks and the table's own lock alike.
 std::string InsertLockSql(const ClientCore& core, std::int64_t id) {
   return "/* compaction:LockCompactionHead */ INSERT INTO " +
          core.HeadTable(id) +
@@ -318,6 +331,8 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
   std::optional<TopicInfo> info = state.TouchedTopic(topic);
   std::optional<Locked> first;
   std::optional<Way> way;  // set once the first attempt ran
+  // The session's lock_timeout, where a look-up of this call read it.
+  std::optional<std::string> lock_timeout;
   if (!info && !options.lock_timeout) {
     // A transaction's first statement: BEGIN, the look-up and the lock in
     // one round trip.
@@ -328,12 +343,15 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
         });
     if (done) {
       info = std::move(done->topic);
-      first = JudgeAttempt(*way, done->results);
+      lock_timeout = std::move(done->lock_timeout);
+      first = JudgeAttempt(*way, done->results, &*lock_timeout);
     } else {
       way.reset();
     }
   }
-  if (!info) info = ResolveTopic(core, s, kOp, topic);
+  if (!info) {
+    info = ResolveTopic(core, s, kOp, topic, &lock_timeout.emplace());
+  }
   auto guarded = [&] { return LockOnce(core, s, *info, key, true).head; };
   std::optional<RawStored> head;
   try {
@@ -345,10 +363,15 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
       // per lock. With one the caller set, the function does nothing and
       // says so; its expiry inside a savepoint is then a LockTimeout that
       // leaves the transaction usable, as with LockOptions.
-      if (!way) {
+      if (lock_timeout && *lock_timeout != "0" && !way) {
+        // The look-up just said the session has one: straight to the
+        // savepoint, without an attempt that would do nothing.
+        first = Locked{false, std::nullopt};
+      } else if (!way) {
         way = ChooseWay(core, *info, key);
         first = JudgeAttempt(
-            *way, RunAttempt(s, AttemptStatements(core, *info, key, *way)));
+            *way, RunAttempt(s, AttemptStatements(core, *info, key, *way)),
+            lock_timeout ? &*lock_timeout : nullptr);
       }
       if (!first) first = LockOnce(core, s, *info, key, false);
       head = first->done ? std::move(first->head)

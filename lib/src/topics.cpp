@@ -239,9 +239,10 @@ std::optional<LookedUp> RunWithLookup(
   // look-up that failed itself (a schema without the columns it names)
   // takes the long way too.
   std::optional<TopicInfo> found;
+  std::string lock_timeout;
   if (pg::Succeeded(r[0].get())) {
     try {
-      found = ParseResolvedTopic(r[0], operation, name);
+      found = ParseResolvedTopic(r[0], operation, name, &lock_timeout);
     } catch (const Error&) {
       // Not found, or a schema of another version: the long way says so,
       // with nothing written.
@@ -257,7 +258,7 @@ std::optional<LookedUp> RunWithLookup(
       }
     }
     r.erase(r.begin());
-    return LookedUp{std::move(*found), std::move(r)};
+    return LookedUp{std::move(*found), std::move(r), std::move(lock_timeout)};
   }
   pg::RollbackQuietly(session);
   // The next transaction goes the long way at once, or pipelines the id

@@ -50,6 +50,7 @@ TopicInfo ParseResolvedTopic(const pg::Result& r, const char* operation,
 struct LookedUp {
   TopicInfo topic;
   std::vector<pg::Result> results;  // the built statements', in order
+  std::string lock_timeout;         // the session's, as the look-up read it
 };
 std::optional<LookedUp> RunWithLookup(
     ClientCore& core, pg::Session session, const char* operation,

@@ -507,16 +507,17 @@ TEST_CASE(
         [&](Tx& tx) { REQUIRE(mine.Key("busy").LockCompactionHead(tx)); });
   }
   if (!testing::CitusProfile()) {  // where the seed's way is taken
-    // Free, under a lock_timeout: the seed's way locks nothing but reads
-    // the head, and the guarded lock runs in a savepoint at once, without
-    // first asking lock_<id> (which would answer "guard").
+    // Free, under a lock_timeout: the look-up (the long way here, after
+    // the SETs) reads the setting, so the guarded lock runs in a savepoint
+    // at once, without the seed's way (which would lock nothing) or
+    // lock_<id> answering "guard".
     Tx tx = client.Begin();
     ExecIn(tx, "SET LOCAL lock_timeout = '5s'");
     ExecIn(tx, "SET LOCAL track_functions = 'pl'");
     const std::int64_t before = LockFunctionCalls(tx, db, "seed_way_timeout");
     CHECK(RoundTrips(tx.native_handle(), [&] {
             REQUIRE(mine.Key("busy").LockCompactionHead(tx));
-          }) == 5);  // look-up, the seed's way, SAVEPOINT, lock_<id>, RELEASE
+          }) == 4);  // look-up, SAVEPOINT, lock_<id>, RELEASE
     CHECK(LockFunctionCalls(tx, db, "seed_way_timeout") - before == 1);
     tx.Commit();
   }
@@ -570,7 +571,7 @@ TEST_CASE("a client whose unseen keys were new locks the next with an insert") {
   LockNewKeys(client, mine);
   int other = 0;
   // Round trips of a key's lock and lock_<id>'s calls, in a transaction
-  // whose first lock (another new key) sent BEGIN and the look-up.
+  // that locked another new key first (which resolved the topic).
   auto lock = [&](const char* key, std::optional<Counter>& value) {
     Tx tx = client.Begin();
     ExecIn(tx, "SET LOCAL track_functions = 'pl'");
@@ -595,9 +596,14 @@ TEST_CASE("a client whose unseen keys were new locks the next with an insert") {
                      " WHERE message_key IN ('new', 'headless1') AND head_id "
                      "IS NULL AND idle_since = updated_at AND updated_at > "
                      "now() - interval '1 minute'") == 2);
+  // Locked by the insert without a row version, as lock_<id> locks it.
+  const std::optional<std::string> head_version = db.raw().Value(
+      "SELECT xmin::text FROM " + table + " WHERE message_key = 'head'");
   CHECK(lock("head", value) == std::pair{2, std::int64_t{1}});
   REQUIRE(value);
   CHECK(value->value == 3);
+  CHECK(db.raw().Value("SELECT xmin::text FROM " + table +
+                       " WHERE message_key = 'head'") == head_version);
   CHECK(lock("tombstone", value) == std::pair{2, std::int64_t{1}});
   CHECK_FALSE(value);
   // Seen with a head now: the seed's way, whatever the odds (its
@@ -642,7 +648,10 @@ TEST_CASE("the insert way waits for a concurrent insert and locks its result") {
         return head ? head->message.value : -1;
       });
     });
-    REQUIRE(testing::WaitForLockWait(db.raw(), "ON CONFLICT", db.schema()));
+    const bool waiting =
+        testing::WaitForLockWait(db.raw(), "ON CONFLICT", db.schema());
+    if (!waiting) other.Rollback();  // or seen's destructor waits for ever
+    REQUIRE(waiting);
     if (end == End::kRollback) {
       other.Rollback();
     } else {
@@ -666,6 +675,36 @@ TEST_CASE("the insert way waits for a concurrent insert and locks its result") {
   CHECK(topic.Key("free").CompactionHead()->message.value == 5);
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("insert_way_race") +
                      " WHERE message_key = 'busy'") == 0);
+}
+
+// A session lock_timeout (here the client's session_settings) keeps the
+// insert from doing anything; the look-up sent with it says so, and the
+// guarded lock runs in a savepoint at once, without asking lock_<id> first.
+TEST_CASE("under a session lock_timeout the insert way goes to the savepoint") {
+  if (testing::SkipOnCitus("the insert way is not taken on Citus")) return;
+  LiveDb db;
+  db.client().Topic<Counter>("insert_way_timeout").Register();
+  compaction::ClientOptions options = testing::ClientOptionsForTests();
+  options.schema = db.schema();
+  options.pool_size = 1;
+  options.session_settings = {{"lock_timeout", "5s"}};
+  compaction::Client client =
+      compaction::Client::Connect(testing::ClientConninfo(), options);
+  auto mine = client.Topic<Counter>("insert_way_timeout");
+  mine.Register();  // cached: the look-up goes with the lock
+  LockNewKeys(client, mine);
+  PGconn* conn = nullptr;
+  client.InTransaction([&](Tx& tx) { conn = tx.native_handle(); });
+  // BEGIN, the look-up and the insert; SAVEPOINT; lock_<id>; RELEASE;
+  // COMMIT.
+  CHECK(RoundTrips(conn, [&] {
+          client.InTransaction([&](Tx& tx) {
+            CHECK_FALSE(mine.Key("new").LockCompactionHead(tx));
+          });
+        }) == 5);
+  CHECK(db.raw().Int("SELECT count(*) FROM " +
+                     db.HeadTable("insert_way_timeout") +
+                     " WHERE message_key = 'new'") == 1);
 }
 
 // The look-up that rides with a transaction's first lock still decides:
