@@ -46,6 +46,23 @@ std::int64_t LockFunctionCalls(Tx& tx, LiveDb& db, const std::string& topic) {
   return calls;
 }
 
+// `mine`'s lock of key "busy", which `holder` holds, under the caller's
+// lock_timeout of 100 ms: a LockTimeout that leaves the transaction usable
+// (it commits a produce to key "free" after it). Rolls `holder` back.
+void TimesOutAndStaysUsable(compaction::Client& client,
+                            compaction::TopicHandle<Counter>& mine,
+                            compaction::Producer<Counter>& producer,
+                            Tx& holder) {
+  Tx tx = client.Begin();
+  PQclear(PQexec(tx.native_handle(), "SET LOCAL lock_timeout = '100ms'"));
+  CHECK_THROWS_AS(mine.Key("busy").LockCompactionHead(tx),
+                  compaction::LockTimeout);
+  producer.ProduceInTx(tx, Counter{5}, Compacted("free"));
+  tx.Commit();
+  holder.Rollback();
+  CHECK(mine.Key("free").CompactionHead()->message.value == 5);
+}
+
 }  // namespace
 
 TEST_CASE("two first updates of an absent key compose") {
@@ -523,14 +540,7 @@ TEST_CASE(
   }
   Tx holder = db.client().Begin();
   REQUIRE(topic.Key("busy").LockCompactionHead(holder));
-  Tx tx = client.Begin();
-  PQclear(PQexec(tx.native_handle(), "SET LOCAL lock_timeout = '100ms'"));
-  CHECK_THROWS_AS(mine.Key("busy").LockCompactionHead(tx),
-                  compaction::LockTimeout);
-  mine_producer.ProduceInTx(tx, Counter{5}, Compacted("free"));
-  tx.Commit();
-  holder.Rollback();
-  CHECK(topic.Key("free").CompactionHead()->message.value == 5);
+  TimesOutAndStaysUsable(client, mine, mine_producer, holder);
 }
 
 namespace {
@@ -665,14 +675,7 @@ TEST_CASE("the insert way waits for a concurrent insert and locks its result") {
   }
   Tx holder = db.client().Begin();
   REQUIRE_FALSE(topic.Key("busy").LockCompactionHead(holder));
-  Tx tx = client.Begin();
-  PQclear(PQexec(tx.native_handle(), "SET LOCAL lock_timeout = '100ms'"));
-  CHECK_THROWS_AS(mine.Key("busy").LockCompactionHead(tx),
-                  compaction::LockTimeout);
-  mine_producer.ProduceInTx(tx, Counter{5}, Compacted("free"));
-  tx.Commit();
-  holder.Rollback();
-  CHECK(topic.Key("free").CompactionHead()->message.value == 5);
+  TimesOutAndStaysUsable(client, mine, mine_producer, holder);
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("insert_way_race") +
                      " WHERE message_key = 'busy'") == 0);
 }
