@@ -152,31 +152,27 @@ std::vector<pg::Result> RunAttempt(pg::Session s,
 
 // What the first attempt locked; empty when lock_<id> must decide.
 // `lock_timeout` is the session's, when the look-up sent with the attempt
-// read it.
+// read it: where it is not 0, the seed's and the insert's statements did
+// nothing, and the guarded retry in a savepoint runs at once.
 // - The seed's way: the head, or not done when the row has a head but
-//   nothing was locked (the session has a lock_timeout, under which the
-//   statement locks nothing; or the row was deleted and made again while
-//   the lock waited), so the guarded retry in a savepoint runs at once, as
-//   after lock_<id>'s 'g'. Empty when the row is gone (janitor, cleaner)
-//   or headless (its TTL must restart under the lock).
+//   nothing was locked (a session lock_timeout the look-up did not read;
+//   or the row was deleted and made again while the lock waited), so the
+//   guarded retry runs at once, as after lock_<id>'s 'g'. Empty when the
+//   row is gone (janitor, cleaner) or headless (its TTL must restart under
+//   the lock).
 // - The insert: a row back is a headless row locked (inserted, or
 //   refreshed as lock_<id> does). None is a row with a head, locked but
-//   not read, which lock_<id> reads (its lock is ours already); or,
-//   under a session lock_timeout, nothing done: not done when the look-up
-//   said so, else lock_<id> says 'g'.
+//   not read, which lock_<id> reads (its lock is ours already), or nothing
+//   done under a session lock_timeout, which lock_<id> answers with 'g'.
 std::optional<Locked> JudgeAttempt(Way way,
                                    const std::vector<pg::Result>& results,
                                    const std::string* lock_timeout = nullptr) {
-  switch (way) {
-    case Way::kFunction:
-      return ParseLocked(results.front());
-    case Way::kInsert:
-      if (results.front().rows() == 1) return Locked{};
-      if (lock_timeout != nullptr && *lock_timeout != "0")
-        return Locked{false, std::nullopt};
-      return std::nullopt;
-    case Way::kSeed:
-      break;
+  if (way == Way::kFunction) return ParseLocked(results.front());
+  if (lock_timeout != nullptr && *lock_timeout != "0")
+    return Locked{false, std::nullopt};
+  if (way == Way::kInsert) {
+    if (results.front().rows() == 1) return Locked{};
+    return std::nullopt;
   }
   const bool locked = results[0].rows() == 1;
   const bool has_head = results[1].rows() == 1;
@@ -275,13 +271,13 @@ std::string LockRowSql(const ClientCore& core, std::int64_t id) {
 // without writing it (the update's WHERE is false there, but the
 // conflicting row is locked all the same); the executor itself waits out
 // and retries a concurrent insert or delete of the key, without
-// lock_<id>'s bound of 16 rounds (each retry follows another
-// transaction's end). It locks FOR NO KEY UPDATE where lock_<id> locks FOR
-// UPDATE: every other lock the library takes on a head row conflicts with
-// both; only a FOR KEY SHARE (a foreign key of the user's referencing the
-// head table) is not kept out. One statement where lock_<id> runs a SELECT
-// and an INSERT (test/bench/RESULTS.md). Guarded like LockRowSql, row
-// locks and the table's own lock alike.
+// lock_<id>'s bound of 16 rounds (each retry waits for another
+// transaction's insert or delete of the key first). It locks FOR NO KEY UPDATE
+// where lock_<id> locks FOR UPDATE: every other lock the library takes on a
+// head row conflicts with both; only a FOR KEY SHARE (a foreign key of the
+// user's referencing the head table) is not kept out. One statement where
+// lock_<id> runs a SELECT and an INSERT (test/bench/RESULTS.md). Guarded like
+// LockRowSql, row locks and the table's own lock alike.
 std::string InsertLockSql(const ClientCore& core, std::int64_t id) {
   return "/* compaction:LockCompactionHead */ INSERT INTO " +
          core.HeadTable(id) +

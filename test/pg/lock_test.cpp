@@ -46,14 +46,18 @@ std::int64_t LockFunctionCalls(Tx& tx, LiveDb& db, const std::string& topic) {
   return calls;
 }
 
-// `mine`'s lock of key "busy", which `holder` holds, under the caller's
-// lock_timeout of 100 ms: a LockTimeout that leaves the transaction usable
-// (it commits a produce to key "free" after it). Rolls `holder` back.
+// Sets lock_timeout = 100 ms in a transaction of `mine`'s client that
+// already locked key "free" (so the topic is touched and no look-up reads
+// the setting: the lock's first attempt runs, and must not wait), then
+// locks key "busy", which `holder` holds: a LockTimeout that leaves the
+// transaction usable (it commits a produce to "free" after it). Rolls
+// `holder` back.
 void TimesOutAndStaysUsable(compaction::Client& client,
                             compaction::TopicHandle<Counter>& mine,
                             compaction::Producer<Counter>& producer,
                             Tx& holder) {
   Tx tx = client.Begin();
+  REQUIRE_FALSE(mine.Key("free").LockCompactionHead(tx));
   PQclear(PQexec(tx.native_handle(), "SET LOCAL lock_timeout = '100ms'"));
   CHECK_THROWS_AS(mine.Key("busy").LockCompactionHead(tx),
                   compaction::LockTimeout);
@@ -690,7 +694,8 @@ TEST_CASE("under a session lock_timeout the insert way goes to the savepoint") {
   compaction::ClientOptions options = testing::ClientOptionsForTests();
   options.schema = db.schema();
   options.pool_size = 1;
-  options.session_settings = {{"lock_timeout", "5s"}};
+  options.session_settings = {{"lock_timeout", "5s"},
+                              {"track_functions", "pl"}};
   compaction::Client client =
       compaction::Client::Connect(testing::ClientConninfo(), options);
   auto mine = client.Topic<Counter>("insert_way_timeout");
@@ -705,9 +710,28 @@ TEST_CASE("under a session lock_timeout the insert way goes to the savepoint") {
             CHECK_FALSE(mine.Key("new").LockCompactionHead(tx));
           });
         }) == 5);
+  // The insert was sent: lock_<id> ran once, guarded (the function's way
+  // calls it twice, its unguarded answer 'g' first). Counted in the
+  // server's statistics, which each transaction flushes as it ends.
+  const std::string fn = db.QuotedSchema() + ".lock_" +
+                         std::to_string(db.TopicId("insert_way_timeout")) +
+                         "(text, boolean)";
+  auto calls_locking = [&](const char* key) {
+    client.InTransaction([&](Tx& tx) {
+      CHECK_FALSE(mine.Key(key).LockCompactionHead(tx));
+      PQclear(PQexec(tx.native_handle(),
+                     "SELECT pg_catalog.pg_stat_force_next_flush()"));
+    });
+    return db.raw().Int(
+        "SELECT coalesce(sum(calls), 0) FROM pg_catalog.pg_stat_user_functions "
+        "WHERE funcid = $1::regprocedure",
+        {fn});
+  };
+  const std::int64_t before = calls_locking("flushed");
+  CHECK(calls_locking("newer") - before == 1);
   CHECK(db.raw().Int("SELECT count(*) FROM " +
                      db.HeadTable("insert_way_timeout") +
-                     " WHERE message_key = 'new'") == 1);
+                     " WHERE message_key IN ('new', 'newer')") == 2);
 }
 
 // The look-up that rides with a transaction's first lock still decides:
