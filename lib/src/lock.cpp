@@ -151,9 +151,9 @@ std::vector<pg::Result> RunAttempt(pg::Session s,
 }
 
 // What the first attempt locked; empty when lock_<id> must decide.
-// `lock_timeout` is the session's, when the look-up sent with the attempt
-// read it: where it is not 0, the seed's and the insert's statements did
-// nothing, and the guarded retry in a savepoint runs at once.
+// `session_timeout`: the look-up sent with the attempt read a session
+// lock_timeout (not 0), under which the seed's and the insert's statements
+// did nothing, so the guarded retry in a savepoint runs at once.
 // - The seed's way: the head, or not done when the row has a head but
 //   nothing was locked (a session lock_timeout the look-up did not read;
 //   or the row was deleted and made again while the lock waited), so the
@@ -166,10 +166,9 @@ std::vector<pg::Result> RunAttempt(pg::Session s,
 //   done under a session lock_timeout, which lock_<id> answers with 'g'.
 std::optional<Locked> JudgeAttempt(Way way,
                                    const std::vector<pg::Result>& results,
-                                   const std::string* lock_timeout = nullptr) {
+                                   bool session_timeout) {
   if (way == Way::kFunction) return ParseLocked(results.front());
-  if (lock_timeout != nullptr && *lock_timeout != "0")
-    return Locked{false, std::nullopt};
+  if (session_timeout) return Locked{false, std::nullopt};
   if (way == Way::kInsert) {
     if (results.front().rows() == 1) return Locked{};
     return std::nullopt;
@@ -327,8 +326,8 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
   std::optional<TopicInfo> info = state.TouchedTopic(topic);
   std::optional<Locked> first;
   std::optional<Way> way;  // set once the first attempt ran
-  // The session's lock_timeout, where a look-up of this call read it.
-  std::optional<std::string> lock_timeout;
+  // A look-up of this call read a session lock_timeout that is not 0.
+  bool session_timeout = false;
   if (!info && !options.lock_timeout) {
     // A transaction's first statement: BEGIN, the look-up and the lock in
     // one round trip.
@@ -339,14 +338,16 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
         });
     if (done) {
       info = std::move(done->topic);
-      lock_timeout = std::move(done->lock_timeout);
-      first = JudgeAttempt(*way, done->results, &*lock_timeout);
+      session_timeout = done->lock_timeout != "0";
+      first = JudgeAttempt(*way, done->results, session_timeout);
     } else {
       way.reset();
     }
   }
   if (!info) {
-    info = ResolveTopic(core, s, kOp, topic, &lock_timeout.emplace());
+    std::string lock_timeout;
+    info = ResolveTopic(core, s, kOp, topic, &lock_timeout);
+    session_timeout = lock_timeout != "0";
   }
   auto guarded = [&] { return LockOnce(core, s, *info, key, true).head; };
   std::optional<RawStored> head;
@@ -359,7 +360,7 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
       // per lock. With one the caller set, the function does nothing and
       // says so; its expiry inside a savepoint is then a LockTimeout that
       // leaves the transaction usable, as with LockOptions.
-      if (lock_timeout && *lock_timeout != "0" && !way) {
+      if (session_timeout && !way) {
         // The look-up just said the session has one: straight to the
         // savepoint, without an attempt that would do nothing.
         first = Locked{false, std::nullopt};
@@ -367,7 +368,7 @@ LockedRow LockHeadRow(ClientCore& core, Tx& tx, const std::string& topic,
         way = ChooseWay(core, *info, key);
         first = JudgeAttempt(
             *way, RunAttempt(s, AttemptStatements(core, *info, key, *way)),
-            lock_timeout ? &*lock_timeout : nullptr);
+            session_timeout);
       }
       if (!first) first = LockOnce(core, s, *info, key, false);
       head = first->done ? std::move(first->head)

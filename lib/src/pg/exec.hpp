@@ -78,8 +78,8 @@ class PreparedCache {
 
   // Statements kept per connection before the cache starts over.
   static constexpr std::size_t kMaxPrepared = 512;
-  // FixedSql slots indexed directly (8 per topic, numbered across the
-  // process: some 250 topics' worth); higher ones are looked up by text.
+  // FixedSql slots indexed directly (9 per topic, numbered across the
+  // process: some 225 topics' worth); higher ones are looked up by text.
   static constexpr std::size_t kMaxSlots = 2048;
 
  private:
