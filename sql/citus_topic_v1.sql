@@ -213,10 +213,13 @@ REVOKE ALL ON FUNCTION {schema}.produce_plain_{id}(text, integer, jsonb)
 -- identifiers are numeric ids). A batch over one key's partition touches
 -- one worker and commits without two-phase commit. now() is refused in DO
 -- UPDATE SET (only IMMUTABLE functions), so the head takes the proposed
--- row's default, the same statement_timestamp().
+-- row's default, the same statement_timestamp(). The repeated keys are
+-- found here, on the coordinator, beside statements sent to workers: the
+-- caller's list (p_repeated, which saves the single-node function a
+-- statement) is not read.
 CREATE OR REPLACE FUNCTION {schema}.produce_batch_{id}(
     p_keys text[], p_schema_versions integer[], p_ranks bigint[],
-    p_payloads jsonb[])
+    p_payloads jsonb[], p_repeated text[])
   RETURNS TABLE (message_id bigint, message_created_at timestamptz,
                  advanced boolean)
   LANGUAGE plpgsql

@@ -143,7 +143,7 @@ BEGIN
   EXECUTE pg_catalog.concat('GRANT EXECUTE ON FUNCTION ',
     pg_catalog.format('%I.%I', {schema_name}::text,
                       pg_catalog.concat('produce_batch_', p_topic_id)),
-    '(text[], integer[], bigint[], jsonb[]) TO {app_role}');
+    '(text[], integer[], bigint[], jsonb[], text[]) TO {app_role}');
   EXECUTE pg_catalog.concat('GRANT SELECT (idle_since) ON ', v_head,
                             ' TO {monitor_role}');
 END

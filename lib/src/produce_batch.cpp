@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "commit_outcome.hpp"
 #include "compaction/tx.hpp"
@@ -40,8 +41,34 @@ void AppendQuoted(std::string& out, std::string_view text) {
 }
 
 struct Arrays {
-  std::string keys = "{", versions = "{", ranks = "{", payloads = "{";
+  std::string keys = "{", versions = "{", ranks = "{", payloads = "{",
+              repeated = "{";
 };
+
+// The keys with more than one compacted message in the batch, each once:
+// the function moves their heads message by message, and would otherwise
+// find them with a statement of its own (sql/topic_v1.sql).
+std::string RepeatedKeys(std::span<const BatchElement> batch) {
+  std::vector<std::string_view> keys;
+  keys.reserve(batch.size());
+  for (const BatchElement& e : batch) {
+    if (e.options->compaction && e.options->message_key)
+      keys.push_back(*e.options->message_key);
+  }
+  std::sort(keys.begin(), keys.end());
+  std::string out = "{";
+  for (std::size_t run = 0; run < keys.size();) {
+    std::size_t end = run + 1;
+    while (end < keys.size() && keys[end] == keys[run]) ++end;
+    if (end - run > 1) {
+      if (out.size() > 1) out += ',';
+      AppendQuoted(out, keys[run]);
+    }
+    run = end;
+  }
+  out += '}';
+  return out;
+}
 
 Arrays BuildArrays(std::span<const BatchElement> batch) {
   Arrays a;
@@ -78,6 +105,7 @@ Arrays BuildArrays(std::span<const BatchElement> batch) {
   a.versions += '}';
   a.ranks += '}';
   a.payloads += '}';
+  a.repeated = RepeatedKeys(batch);
   // PostgreSQL refuses a value of 1 GB or more; better named here than as
   // a server error with the batch already sent.
   constexpr std::size_t kMaxValue = (std::size_t{1} << 30) - 1;
@@ -96,7 +124,8 @@ pg::Statement BuildStatement(ClientCore& core, const TopicInfo& topic,
   params.Add(std::move(a.keys))
       .Add(std::move(a.versions))
       .Add(std::move(a.ranks))
-      .Add(std::move(a.payloads));
+      .Add(std::move(a.payloads))
+      .Add(std::move(a.repeated));
   return {core.Sql(topic).produce_batch, std::move(params)};
 }
 
@@ -170,7 +199,7 @@ std::string ProduceBatchSql(const ClientCore& core, std::int64_t id) {
   return "/* compaction:ProduceBatch */ SELECT p.message_id, " +
          Micros("p.message_created_at") + ", p.advanced FROM " + core.schema() +
          ".produce_batch_" + std::to_string(id) +
-         "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[]) p";
+         "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[], $5::text[]) p";
 }
 
 void CheckBatchSize(std::size_t size) {

@@ -359,7 +359,8 @@ void DestroyTopic(ClientCore& core, const std::string& name) {
           std::to_string(id) +
           "(text, integer, bigint, jsonb); DROP FUNCTION IF EXISTS " +
           core.schema() + ".produce_batch_" + std::to_string(id) +
-          "(text[], integer[], bigint[], jsonb[]); DROP FUNCTION IF EXISTS " +
+          "(text[], integer[], bigint[], jsonb[], text[]); DROP FUNCTION IF "
+          "EXISTS " +
           core.schema() + ".lock_" + std::to_string(id) +
           "(text, boolean); DROP FUNCTION IF EXISTS " + core.schema() +
           ".in_partition_" + std::to_string(id) + "(text, integer)" +

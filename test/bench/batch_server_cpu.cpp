@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -142,9 +143,10 @@ int main(int argc, char** argv) {
                   "($1, false) l"
             : "SELECT p.message_id, p.message_created_at, p.advanced FROM " +
                   q + ".produce_batch_" + id +
-                  "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[]) p";
+                  "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[], "
+                  "$5::text[]) p";
     PQclear(PQprepare(c, ("s" + std::to_string(t)).c_str(), sql.c_str(),
-                      mode == "batch" ? 4 : 1, nullptr));
+                      mode == "batch" ? 5 : 1, nullptr));
   }
   const std::string versions = Repeat("1"), ranks = Repeat("0"),
                     payloads = Repeat("\"{\\\"value\\\":1}\"");
@@ -174,18 +176,23 @@ int main(int argc, char** argv) {
           }
           continue;
         }
-        std::string keys = "{";
+        // The keys, and those drawn twice (as the library names them).
+        std::string keys = "{", repeated = "{";
+        std::map<int, int> drawn;
         for (int i = 0; i < kBatch; ++i) {
-          keys += (i ? ",\"" : "\"") +
-                  std::to_string(
-                      std::uniform_int_distribution<int>(1, kKeys)(rng)) +
-                  "\"";
+          const int k = std::uniform_int_distribution<int>(1, kKeys)(rng);
+          keys += (i ? ",\"" : "\"") + std::to_string(k) + "\"";
+          if (++drawn[k] == 2) {
+            repeated +=
+                (repeated.size() > 1 ? ",\"" : "\"") + std::to_string(k) + "\"";
+          }
         }
         keys += "}";
-        const char* values[4] = {keys.c_str(), versions.c_str(), ranks.c_str(),
-                                 payloads.c_str()};
+        repeated += "}";
+        const char* values[5] = {keys.c_str(), versions.c_str(), ranks.c_str(),
+                                 payloads.c_str(), repeated.c_str()};
         PGresult* r =
-            PQexecPrepared(c, name.c_str(), 4, values, nullptr, nullptr, 0);
+            PQexecPrepared(c, name.c_str(), 5, values, nullptr, nullptr, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != kBatch) {
           std::fprintf(stderr, "%s: %s", topics[t].c_str(), PQerrorMessage(c));
           return 1;

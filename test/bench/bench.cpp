@@ -2666,25 +2666,37 @@ void Bench::LogIdlePass() {
 
 // The library's batch statement (lib/src/produce_batch.cpp) without its
 // marker comment, with the parameters as pgbench variables.
-std::string BatchSql(const std::string& function, const std::string& keys) {
+std::string BatchSql(const std::string& function, const std::string& keys,
+                     const std::string& repeated) {
   return "SELECT p.message_id, (extract(epoch FROM CASE WHEN "
          "p.message_created_at IS NULL THEN NULL ELSE "
          "least(greatest(p.message_created_at, '1900-01-01 "
          "00:00+00'::timestamptz), '2200-01-01 00:00+00'::timestamptz) END) * "
          "1e6)::bigint, p.advanced FROM " +
          function + "(:" + keys +
-         "::text[], :svs::integer[], :ranks::bigint[], :payloads::jsonb[]) p;";
+         "::text[], :svs::integer[], :ranks::bigint[], :payloads::jsonb[], :" +
+         repeated + "::text[]) p;";
 }
 
-// n random keys of 1..keys as the text[] literal the library sends.
-std::string KeyArray(std::mt19937_64& rng, int n, int keys) {
-  std::string out = "{";
+// n random keys of 1..keys as the text[] literals the library sends: the
+// keys, and those drawn more than once (every message is compacted).
+struct KeyArrays {
+  std::string keys, repeated;
+};
+KeyArrays DrawKeys(std::mt19937_64& rng, int n, int keys) {
+  std::map<int, int> drawn;
+  KeyArrays out{"{", "{"};
   for (int i = 0; i < n; ++i) {
-    out += (i ? ",\"" : "\"") +
-           std::to_string(std::uniform_int_distribution<int>(1, keys)(rng)) +
-           "\"";
+    const int k = std::uniform_int_distribution<int>(1, keys)(rng);
+    out.keys += (i ? ",\"" : "\"") + std::to_string(k) + "\"";
+    if (++drawn[k] == 2) {
+      out.repeated +=
+          (out.repeated.size() > 1 ? ",\"" : "\"") + std::to_string(k) + "\"";
+    }
   }
-  return out + "}";
+  out.keys += '}';
+  out.repeated += '}';
+  return out;
 }
 
 std::string Repeat(const std::string& item, int n) {
@@ -2751,10 +2763,13 @@ Cell Bench::RunBatchPgbench(int threads, int batch) {
   std::string files, defines;
   for (int i = 0; i < kScripts; ++i) {
     const std::string var = "keys" + std::to_string(i);
+    const std::string repeated = "repeated" + std::to_string(i);
     const fs::path f = dir / ("batch_" + std::to_string(i) + ".sql");
-    std::ofstream(f) << BatchSql(function, var) << "\n";
+    std::ofstream(f) << BatchSql(function, var, repeated) << "\n";
     files += " -f " + f.string();
-    defines += " -D '" + var + "=" + KeyArray(rng, batch, o_.keys) + "'";
+    const KeyArrays drawn = DrawKeys(rng, batch, o_.keys);
+    defines += " -D '" + var + "=" + drawn.keys + "' -D '" + repeated + "=" +
+               drawn.repeated + "'";
   }
   defines += " -D 'svs=" + Repeat("1", batch) +
              "' -D 'ranks=" + Repeat("0", batch) +

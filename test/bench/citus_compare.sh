@@ -52,11 +52,11 @@ prepare() {
     "$daemon" topic register bench --partitions 4 >/dev/null
     id=$("$PG_BIN/psql" -qAtX -c "SELECT id FROM compaction.topic WHERE name = 'bench'")
     cat >"$work/${name}_fill.sql" <<SQL
-SELECT count(*) FROM compaction.produce_batch_$id(ARRAY(SELECT pg_catalog.gen_random_uuid()::text FROM pg_catalog.generate_series(1, $consume_messages) i), pg_catalog.array_fill(1, ARRAY[$consume_messages]), pg_catalog.array_fill(0::bigint, ARRAY[$consume_messages]), pg_catalog.array_fill('{"value": 1}'::jsonb, ARRAY[$consume_messages]));
+SELECT count(*) FROM compaction.produce_batch_$id(ARRAY(SELECT pg_catalog.gen_random_uuid()::text FROM pg_catalog.generate_series(1, $consume_messages) i), pg_catalog.array_fill(1, ARRAY[$consume_messages]), pg_catalog.array_fill(0::bigint, ARRAY[$consume_messages]), pg_catalog.array_fill('{"value": 1}'::jsonb, ARRAY[$consume_messages]), '{}'::text[]);
 SQL
     cat >"$work/${name}_batch.sql" <<SQL
 \\set k random(1, :nkeys)
-SELECT count(*) FROM compaction.produce_batch_$id(ARRAY(SELECT (:k + i)::text FROM pg_catalog.generate_series(0, 99) i), pg_catalog.array_fill(1, ARRAY[100]), pg_catalog.array_fill(0::bigint, ARRAY[100]), pg_catalog.array_fill('{"value": 1}'::jsonb, ARRAY[100]));
+SELECT count(*) FROM compaction.produce_batch_$id(ARRAY(SELECT (:k + i)::text FROM pg_catalog.generate_series(0, 99) i), pg_catalog.array_fill(1, ARRAY[100]), pg_catalog.array_fill(0::bigint, ARRAY[100]), pg_catalog.array_fill('{"value": 1}'::jsonb, ARRAY[100]), '{}'::text[]);
 SQL
     for w in inc produce; do
       sed -e "s/{schema}/compaction/g" -e "s/{lock}/compaction.lock_$id/g" \

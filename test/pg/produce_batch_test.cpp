@@ -381,7 +381,7 @@ TEST_CASE("the app role produces batches, janitor and monitor cannot",
   const std::string call = "SELECT * FROM " + f.db.QuotedSchema() +
                            ".produce_batch_" +
                            std::to_string(f.db.TopicId("early")) +
-                           "('{k}', '{1}', '{9}', '{\"{}\"}')";
+                           "('{k}', '{1}', '{9}', '{\"{}\"}', '{}')";
   for (const char* kind : {"janitor", "monitor"}) {
     testing::RawConn raw = f.RawAs(kind);
     CHECK(raw.TryExec(call) == "42501");
@@ -439,12 +439,56 @@ TEST_CASE("a direct batch call with a compacted message and no key fails") {
   // As produce_<id> does: the head row cannot have a NULL key. Alone and
   // next to a key named twice (the function's two paths).
   for (const char* call :
-       {"('{NULL,a}', '{1,1}', '{0,0}', '{\"{}\",\"{}\"}')",
-        "('{NULL,a,a}', '{1,1,1}', '{0,0,0}', '{\"{}\",\"{}\",\"{}\"}')",
-        "('{NULL,NULL}', '{1,1}', '{0,0}', '{\"{}\",\"{}\"}')"}) {
+       {"('{NULL,a}', '{1,1}', '{0,0}', '{\"{}\",\"{}\"}', '{}')",
+        "('{NULL,a,a}', '{1,1,1}', '{0,0,0}', '{\"{}\",\"{}\",\"{}\"}', "
+        "'{a}')",
+        "('{NULL,NULL}', '{1,1}', '{0,0}', '{\"{}\",\"{}\"}', '{}')"}) {
     INFO(call);
     CHECK(db.raw().TryExec("SELECT * FROM " + function + call) == "23502");
   }
   CHECK(Count(db, db.MessageTable("nokey")) == 0);
   CHECK(Count(db, db.HeadTable("nokey")) == 0);
+}
+
+TEST_CASE(
+    "a direct batch call whose list of repeated keys is wrong moves no head "
+    "wrongly") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("listed");
+  topic.Register();
+  topic.RegisterProducer().ProduceBatch(std::vector{Value(5, "old")});
+  const std::string call = "SELECT count(*) FROM " + db.QuotedSchema() +
+                           ".produce_batch_" +
+                           std::to_string(db.TopicId("listed"));
+  const std::string two = "'{1,1}', '{0,0}', '{\"{}\",\"{}\"}', ";
+  SECTION("a repeated key left out, or a key listed twice, fails the call") {
+    if (testing::SkipOnCitus("the coordinator finds repeated keys itself"))
+      return;
+    CHECK(db.raw().TryExec(call + "('{a,a}', " + two + "'{}')") == "21000");
+    CHECK(db.raw().TryExec(call + "('{old,old}', " + two + "NULL)") == "21000");
+    CHECK(db.raw().TryExec(call + "('{a,b}', " + two + "'{b,b}')") == "21000");
+    CHECK(Count(db, db.MessageTable("listed")) == 1);
+    CHECK(Count(db, db.HeadTable("listed")) == 1);
+  }
+  SECTION(
+      "keys listed that the batch names once, not at all, or NULL change "
+      "no head") {
+    // "old" is named once and listed: its message still beats the head,
+    // and "b", not listed, takes its own. "ghost" is in no message and
+    // "plain" only in an uncompacted one: their rows are left headless, as
+    // a lock would leave them.
+    CHECK(db.raw().Int(call + "('{old,b,plain}', '{1,1,1}', '{6,0,NULL}', "
+                              "'{\"{}\",\"{}\",\"{}\"}', "
+                              "'{old,NULL,ghost,plain}')") == 3);
+    CHECK(db.raw().Int("SELECT h.compaction_rank FROM " +
+                       db.HeadTable("listed") +
+                       " h WHERE h.message_key = 'old'") == 6);
+    CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("listed") +
+                       " h JOIN " + db.MessageTable("listed") +
+                       " m ON m.id = h.head_id AND m.message_key = "
+                       "h.message_key") == 2);
+    CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("listed") +
+                       " WHERE head_id IS NULL") ==
+          (testing::CitusProfile() ? 0 : 2));
+  }
 }
