@@ -317,9 +317,13 @@ REVOKE ALL ON FUNCTION {schema}.lock_{id}(text, boolean) FROM PUBLIC;
 --
 -- p_repeated names those keys, each once: the caller has them at hand,
 -- and finding them here took a statement of its own, some 3 % of a batch
--- of 100 (test/bench/RESULTS.md). A wrong list moves no head wrongly. A
--- repeated key it leaves out, or a key it names twice, reaches the upsert
--- twice, which fails the call (cardinality_violation). A key it adds is
+-- of 100 (test/bench/RESULTS.md). A wrong list moves no head wrongly:
+-- the upsert moves a row at most once, since a later proposal for a row
+-- it inserted or moved fails the call (cardinality_violation), while
+-- proposals that only lock it pass. So a repeated key the list leaves out
+-- fails the call unless at most one of its messages beats the head, and
+-- then the outcome is the one-by-one outcome. A key it names twice is
+-- locked twice and moved once, by the second statement. A key it adds is
 -- only locked in the upsert (inserted headless when new, as a lock does)
 -- and moved by the second statement when the batch has a compacted
 -- message for it, the outcome a key named once gets.

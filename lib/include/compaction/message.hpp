@@ -81,7 +81,7 @@ struct ProduceResult {
 
 // The most messages one ProduceBatch call takes; a larger batch is
 // InvalidArgument (split it: each call is one transaction and one round
-// trip, and its four array parameters must stay well under PostgreSQL's
+// trip, and its array parameters must stay well under PostgreSQL's
 // 1 GB limit on one value).
 inline constexpr std::size_t kMaxBatchSize = 10000;
 
