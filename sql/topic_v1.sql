@@ -321,8 +321,8 @@ REVOKE ALL ON FUNCTION {schema}.lock_{id}(text, boolean) FROM PUBLIC;
 -- the upsert moves a row at most once, since a later proposal for a row
 -- it inserted or moved fails the call (cardinality_violation), while
 -- proposals that only lock it pass. So a repeated key the list leaves out
--- fails the call unless at most one of its messages beats the head, and
--- then the outcome is the one-by-one outcome. A key it names twice is
+-- either fails the call or passes with at most one of its messages moving
+-- the head, which is the one-by-one outcome. A key it names twice is
 -- locked twice and moved once, by the second statement. A key it adds is
 -- only locked in the upsert (inserted headless when new, as a lock does)
 -- and moved by the second statement when the batch has a compacted
