@@ -213,16 +213,18 @@ void RequireSystemBaseline(ClientCore& core, pg::Session session,
 
 void CheckTopicBaseline(const char* operation, const std::string& topic_name,
                         int version,
-                        const std::optional<std::string>& fingerprint) {
+                        std::optional<std::string_view> fingerprint) {
+  const bool same_fingerprint =
+      fingerprint && *fingerprint == TopicFingerprint();
+  if (version == kTopicBaselineVersion && same_fingerprint) return;
   const std::string subject = "topic \"" + topic_name + "\" baseline";
   if (version != kTopicBaselineVersion) {
     throw SchemaVersionMismatch(operation, subject, version,
                                 kTopicBaselineVersion);
   }
-  if (fingerprint != TopicFingerprint()) {
-    throw SchemaVersionMismatch(operation, subject, version,
-                                fingerprint.value_or(""), TopicFingerprint());
-  }
+  throw SchemaVersionMismatch(operation, subject, version,
+                              std::string(fingerprint.value_or("")),
+                              TopicFingerprint());
 }
 
 std::optional<int> InstalledSystemVersion(ClientCore& core, pg::Session session,

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core.hpp"
 
@@ -37,9 +38,10 @@ void RequireSystemBaseline(ClientCore& core, pg::Session session,
 
 // Throws SchemaVersionMismatch unless a topic's recorded baseline (version
 // 0: none recorded; fingerprint nullopt: none recorded) is this build's.
+// Builds no string when it is: every transaction's look-up checks it.
 void CheckTopicBaseline(const char* operation, const std::string& topic_name,
                         int version,
-                        const std::optional<std::string>& fingerprint);
+                        std::optional<std::string_view> fingerprint);
 void InstallSchema(ClientCore& core);
 
 // Creates (when missing) the roles of sql/roles_v1.sql named

@@ -235,9 +235,9 @@ TopicStats ParseStats(const char* operation, const TopicInfo& topic,
     // The same gate as ResolveTopic.
     const int found =
         static_cast<int>(pg::OptInt64(r, row, kVersion).value_or(0));
-    std::optional<std::string> fingerprint;
+    std::optional<std::string_view> fingerprint;
     if (!pg::IsNull(r, row, kFingerprint)) {
-      fingerprint = std::string(pg::Text(r, row, kFingerprint));
+      fingerprint = pg::Text(r, row, kFingerprint);
     }
     CheckTopicBaseline(operation, topic.name, found, fingerprint);
   }

@@ -51,7 +51,7 @@ void CheckTopicVersion(const char* operation, const TopicInfo& topic,
                        const pg::Result& r, int col) {
   const int version =
       pg::IsNull(r, 0, col) ? 0 : static_cast<int>(pg::Int64(r, 0, col));
-  std::optional<std::string> fingerprint;
+  std::optional<std::string_view> fingerprint;
   if (!pg::IsNull(r, 0, col + 1)) fingerprint = pg::Text(r, 0, col + 1);
   CheckTopicBaseline(operation, topic.name, version, fingerprint);
 }

@@ -19,6 +19,7 @@ std::vector<std::string> PrepareAll(
     const std::vector<StatementRef>& statements) {
   std::vector<std::string> names;
   if (session.cache == nullptr) return names;  // unnamed statements
+  names.reserve(statements.size());
   for (;;) {
     names.clear();
     const std::uint64_t generation = session.cache->generation();
@@ -100,6 +101,7 @@ PipelineReply RunPipeline(Session session, const char* operation,
   }
   reply.sent = sent && PQpipelineSync(session.conn) == 1;
   if (reply.sent) {
+    reply.results.reserve(statements.size());
     for (std::size_t i = 0; i < statements.size(); ++i) {
       Result r(PQgetResult(session.conn), operation);
       if (r == nullptr) break;
