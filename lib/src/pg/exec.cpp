@@ -11,11 +11,14 @@
 
 namespace compaction::pg {
 
-std::vector<const char*> Params::Pointers() const {
-  std::vector<const char*> out;
-  out.reserve(values_.size());
-  for (const auto& v : values_) out.push_back(v ? v->c_str() : nullptr);
-  return out;
+ParamPointers::ParamPointers(
+    const std::vector<std::optional<std::string>>& values) {
+  const char** out = inline_.data();
+  if (values.size() > inline_.size()) {
+    on_heap_.resize(values.size());
+    out = on_heap_.data();
+  }
+  for (const auto& v : values) *out++ = v ? v->c_str() : nullptr;
 }
 
 std::string RandomStatementPrefix() {
@@ -66,7 +69,7 @@ namespace {
 Result ExecUncheckedIn(Session session, const char* operation,
                        const std::string& sql, std::size_t slot,
                        const Params& params) {
-  const std::vector<const char*> values = params.Pointers();
+  const ParamPointers values = params.Pointers();
   Result result(nullptr, operation);
   if (session.cache != nullptr) {
     const std::string& name = session.cache->Prepare(session.conn, operation,

@@ -4,6 +4,7 @@
 // the mapped compaction::Error.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,6 +16,21 @@
 #include "pg/session.hpp"
 
 namespace compaction::pg {
+
+// libpq's array of parameter values: on the stack for the few parameters
+// most statements take, so sending a statement allocates nothing for it.
+// Points into the Params it was made from.
+class ParamPointers {
+ public:
+  explicit ParamPointers(const std::vector<std::optional<std::string>>& values);
+  const char* const* data() const {
+    return on_heap_.empty() ? inline_.data() : on_heap_.data();
+  }
+
+ private:
+  std::array<const char*, 8> inline_{};
+  std::vector<const char*> on_heap_;
+};
 
 // Text-format statement parameters; nullopt is SQL NULL.
 class Params {
@@ -34,7 +50,7 @@ class Params {
     return value ? Add(*value) : AddNull();
   }
   int size() const { return static_cast<int>(values_.size()); }
-  std::vector<const char*> Pointers() const;
+  ParamPointers Pointers() const { return ParamPointers(values_); }
 
  private:
   std::vector<std::optional<std::string>> values_;

@@ -34,7 +34,7 @@ std::vector<std::string> PrepareAll(
 // Queues one statement in pipeline mode; false when libpq refuses it.
 bool SendPipelined(Session session, const std::string* name,
                    const StatementRef& statement) {
-  const std::vector<const char*> values = statement.params->Pointers();
+  const ParamPointers values = statement.params->Pointers();
   const int n = statement.params->size();
   if (name != nullptr) {
     return PQsendQueryPrepared(session.conn, name->c_str(), n, values.data(),
