@@ -17,17 +17,23 @@
 
 namespace compaction::pg {
 
+class Params;
+
 // libpq's array of parameter values: on the stack for the few parameters
 // most statements take, so sending a statement allocates nothing for it.
-// Points into the Params it was made from.
+// Points into the Params it was made from (Params::Pointers), which must
+// outlive it; neither copied nor moved, so it never points into another.
 class ParamPointers {
  public:
-  explicit ParamPointers(const std::vector<std::optional<std::string>>& values);
+  ParamPointers(const ParamPointers&) = delete;
+  ParamPointers& operator=(const ParamPointers&) = delete;
   const char* const* data() const {
     return on_heap_.empty() ? inline_.data() : on_heap_.data();
   }
 
  private:
+  friend class Params;
+  explicit ParamPointers(const std::vector<std::optional<std::string>>& values);
   std::array<const char*, 8> inline_{};
   std::vector<const char*> on_heap_;
 };
