@@ -243,8 +243,9 @@ END
 $clean_combine$;
 
 -- One batch of the tombstone walk on every shard (the single-node
--- clean_tombstones, same arguments, results and check of p_after): each
--- shard walks up to p_batch_size tombstones above p_after.
+-- clean_tombstones, same arguments, results and check of p_after, and the
+-- same removal of an expiring tombstone's older messages): each shard walks
+-- up to p_batch_size tombstones above p_after.
 CREATE OR REPLACE FUNCTION {schema}.clean_tombstones(
     p_topic_id bigint, p_after bigint, p_batch_size bigint)
   RETURNS TABLE (deleted bigint, expired bigint, frontier bigint,
@@ -258,6 +259,7 @@ DECLARE
     pg_catalog.concat('compaction_head_', p_topic_id));
   v_message CONSTANT text := pg_catalog.format('%I.%I', {schema_name}::text,
     pg_catalog.concat('message_', p_topic_id));
+  v_cutoff CONSTANT text := {schema}.cleaner_cutoff_sql('retention_ms');
   v_partitions integer;
   v_waiting jsonb;
   v_frontiers bigint[] := '{}';
@@ -300,10 +302,23 @@ BEGIN
       'WHERE s.old AND s.id < coalesce((SELECT id FROM young), ',
       '9223372036854775807::bigint) AND ',
       {schema}.cleaner_shard_is_head_sql(v_head, 's', v_p), '), ',
+      'older AS MATERIALIZED (SELECT o.id, d.id AS tombstone_id FROM due d ',
+      'CROSS JOIN LATERAL (SELECT o.id FROM ', v_message,
+      ' o WHERE o.partition = ', v_p,
+      ' AND o.message_key = d.message_key AND o.id < d.id ',
+      'AND o.created_at < ', v_cutoff, ' AND (o.compaction_rank IS NOT NULL ',
+      'OR NOT ', {schema}.cleaner_held_sql('o'), ')) o), ',
+      'older_locked AS MATERIALIZED (SELECT m.id FROM ', v_message,
+      ' m WHERE m.partition = ', v_p,
+      ' AND m.id = ANY (ARRAY(SELECT id FROM older)) ',
+      'FOR UPDATE SKIP LOCKED), ',
+      'ready AS MATERIALIZED (SELECT d.id, d.message_key FROM due d ',
+      'WHERE NOT EXISTS (SELECT 1 FROM older o WHERE o.tombstone_id = d.id ',
+      'AND NOT EXISTS (SELECT 1 FROM older_locked l WHERE l.id = o.id))), ',
       'locked AS MATERIALIZED (SELECT h.message_key, h.head_id FROM ', v_head,
       ' h WHERE h.partition = ', v_p,
-      ' AND h.message_key = ANY (ARRAY(SELECT message_key FROM due)) ',
-      'AND h.head_id = ANY (ARRAY(SELECT id FROM due)) ',
+      ' AND h.message_key = ANY (ARRAY(SELECT message_key FROM ready)) ',
+      'AND h.head_id = ANY (ARRAY(SELECT id FROM ready)) ',
       'FOR UPDATE OF h SKIP LOCKED), ',
       'expired AS (UPDATE ', v_head, ' u SET head_id = NULL, ',
       'schema_version = NULL, compaction_rank = NULL, ',
@@ -312,7 +327,9 @@ BEGIN
       ' AND u.message_key = l.message_key ',
       'AND u.head_id = l.head_id RETURNING l.head_id AS id), ',
       'gone AS (DELETE FROM ', v_message, ' d WHERE d.partition = ', v_p,
-      ' AND d.id = ANY (ARRAY(SELECT id FROM expired)) RETURNING d.id), ',
+      ' AND d.id = ANY (ARRAY(SELECT id FROM expired UNION ALL ',
+      'SELECT o.id FROM older o JOIN expired e ON e.id = o.tombstone_id)) ',
+      'RETURNING d.id), ',
       'stop AS (SELECT least((SELECT id FROM young), ',
       '(SELECT pg_catalog.min(d.id) FROM due d WHERE NOT EXISTS ',
       '(SELECT 1 FROM locked l WHERE l.head_id = d.id))) AS id) ',

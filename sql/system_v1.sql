@@ -475,7 +475,13 @@ $cleaner_frontier_sql$;
 -- One batch of the tombstone walk (CleanerBatches::TombstoneStep). It
 -- starts at `p_after`, which may not lie beyond where this walk got to
 -- (its final position or what it recorded as walked), and records where it
--- got to.
+-- got to. An expiring tombstone takes along its key's older messages that
+-- are out of retention (`older`): the message walk removes a superseded
+-- message only when it meets the message or a newer one of its key above
+-- its position, and a value it passed while that value was the head would
+-- otherwise stay once the tombstone is gone, the deleted value readable in
+-- the key's history for good. A tombstone whose older messages are not all
+-- locked here waits, as one whose head row is locked does.
 CREATE OR REPLACE FUNCTION {schema}.clean_tombstones(
     p_topic_id bigint, p_after bigint, p_batch_size bigint)
   RETURNS TABLE (deleted bigint, expired bigint, frontier bigint,
@@ -489,6 +495,7 @@ DECLARE
     pg_catalog.concat('compaction_head_', p_topic_id));
   v_message CONSTANT text := pg_catalog.format('%I.%I', {schema_name}::text,
     pg_catalog.concat('message_', p_topic_id));
+  v_cutoff CONSTANT text := {schema}.cleaner_cutoff_sql('retention_ms');
 BEGIN
   PERFORM FROM {schema}.log_cleaner_state c
   WHERE c.topic_id = p_topic_id
@@ -516,9 +523,20 @@ BEGIN
     'WHERE s.old AND s.id < coalesce((SELECT id FROM young), ',
     '9223372036854775807::bigint) AND ',
     {schema}.cleaner_is_head_sql(v_head, 's'), '), ',
+    'older AS MATERIALIZED (SELECT o.id, d.id AS tombstone_id FROM due d ',
+    'CROSS JOIN LATERAL (SELECT o.id FROM ', v_message,
+    ' o WHERE o.message_key = d.message_key AND o.id < d.id ',
+    'AND o.created_at < ', v_cutoff, ' AND (o.compaction_rank IS NOT NULL ',
+    'OR NOT ', {schema}.cleaner_held_sql('o'), ')) o), ',
+    'older_locked AS MATERIALIZED (SELECT m.id FROM ', v_message,
+    ' m WHERE m.id = ANY (ARRAY(SELECT id FROM older)) ',
+    'FOR UPDATE SKIP LOCKED), ',
+    'ready AS MATERIALIZED (SELECT d.id, d.message_key FROM due d ',
+    'WHERE NOT EXISTS (SELECT 1 FROM older o WHERE o.tombstone_id = d.id ',
+    'AND NOT EXISTS (SELECT 1 FROM older_locked l WHERE l.id = o.id))), ',
     'locked AS MATERIALIZED (SELECT h.message_key, h.head_id FROM ', v_head,
-    ' h WHERE h.message_key = ANY (ARRAY(SELECT message_key FROM due)) ',
-    'AND h.head_id = ANY (ARRAY(SELECT id FROM due)) ',
+    ' h WHERE h.message_key = ANY (ARRAY(SELECT message_key FROM ready)) ',
+    'AND h.head_id = ANY (ARRAY(SELECT id FROM ready)) ',
     'FOR UPDATE OF h SKIP LOCKED), ',
     'expired AS (UPDATE ', v_head, ' u SET head_id = NULL, ',
     'schema_version = NULL, compaction_rank = NULL, ',
@@ -526,7 +544,9 @@ BEGIN
     'FROM locked l WHERE u.message_key = l.message_key ',
     'AND u.head_id = l.head_id RETURNING l.head_id AS id), ',
     'gone AS (DELETE FROM ', v_message,
-    ' d WHERE d.id = ANY (ARRAY(SELECT id FROM expired)) RETURNING d.id), ',
+    ' d WHERE d.id = ANY (ARRAY(SELECT id FROM expired UNION ALL ',
+    'SELECT o.id FROM older o JOIN expired e ON e.id = o.tombstone_id)) ',
+    'RETURNING d.id), ',
     'stop AS (SELECT least((SELECT id FROM young), ',
     '(SELECT pg_catalog.min(d.id) FROM due d WHERE NOT EXISTS ',
     '(SELECT 1 FROM locked l WHERE l.head_id = d.id))) AS id) ',
