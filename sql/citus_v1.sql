@@ -260,6 +260,7 @@ DECLARE
   v_message CONSTANT text := pg_catalog.format('%I.%I', {schema_name}::text,
     pg_catalog.concat('message_', p_topic_id));
   v_cutoff CONSTANT text := {schema}.cleaner_cutoff_sql('retention_ms');
+  v_walked bigint;
   v_partitions integer;
   v_waiting jsonb;
   v_frontiers bigint[] := '{}';
@@ -271,7 +272,12 @@ DECLARE
   v_is_full boolean;
   v_is_stopped boolean;
 BEGIN
-  PERFORM FROM {schema}.log_cleaner_state c
+  -- The message walk's reach: the older messages an expiring tombstone
+  -- takes along are the ones that walk has passed (it removes the others
+  -- itself when it reaches them), a few per key, so the batch stays bounded
+  -- however many versions of a hot key wait above the walk.
+  SELECT greatest(c.position, c.walked_position) INTO v_walked
+  FROM {schema}.log_cleaner_state c
   WHERE c.topic_id = p_topic_id
     AND p_after <= greatest(c.tombstone_position,
                             c.tombstone_walked_position);
@@ -302,15 +308,19 @@ BEGIN
       'WHERE s.old AND s.id < coalesce((SELECT id FROM young), ',
       '9223372036854775807::bigint) AND ',
       {schema}.cleaner_shard_is_head_sql(v_head, 's', v_p), '), ',
-      'older AS MATERIALIZED (SELECT d.id, d.message_key, c.ids, ',
+      'older AS MATERIALIZED (SELECT d.id, d.message_key, c.ids, c.young, ',
       'ARRAY(SELECT m.id FROM ', v_message, ' m WHERE m.partition = ', v_p,
       ' AND m.id = ANY (c.ids) FOR UPDATE SKIP LOCKED) AS locked_ids ',
-      'FROM due d CROSS JOIN LATERAL (SELECT ARRAY(SELECT o.id FROM ',
-      v_message, ' o WHERE o.partition = ', v_p,
+      'FROM due d CROSS JOIN LATERAL (SELECT ',
+      'coalesce(pg_catalog.array_agg(o.id), ''{}'') AS ids, ',
+      'coalesce(pg_catalog.bool_or(o.created_at >= ', v_cutoff,
+      '), false) AS young FROM ', v_message, ' o WHERE o.partition = ', v_p,
       ' AND o.message_key = d.message_key AND o.id < d.id ',
-      'AND o.created_at < ', v_cutoff, ' AND (o.compaction_rank IS NOT NULL ',
-      'OR NOT ', {schema}.cleaner_held_sql('o'), ')) AS ids) c), ',
-      'ready AS MATERIALIZED (SELECT o.id, o.message_key FROM older o WHERE ',
+      'AND o.id <= $5::bigint AND o.created_at <= ',
+      {schema}.cleaner_future_sql(), ' AND (o.compaction_rank IS NOT NULL ',
+      'OR NOT ', {schema}.cleaner_held_sql('o'), ')) c), ',
+      'ready AS MATERIALIZED (SELECT o.id, o.message_key FROM older o ',
+      'WHERE NOT o.young AND ',
       'pg_catalog.cardinality(o.locked_ids) = pg_catalog.cardinality(o.ids)), ',
       'locked AS MATERIALIZED (SELECT h.message_key, h.head_id FROM ', v_head,
       ' h WHERE h.partition = ', v_p,
@@ -334,7 +344,7 @@ BEGIN
       '(SELECT pg_catalog.count(*) FROM expired), ',
       {schema}.cleaner_shard_frontier_sql())
     INTO v_deleted, v_expired, v_frontier, v_is_full, v_is_stopped
-    USING p_topic_id, p_after, p_batch_size, v_waiting;
+    USING p_topic_id, p_after, p_batch_size, v_waiting, v_walked;
     deleted := deleted + v_deleted;
     expired := expired + v_expired;
     v_frontiers := v_frontiers || v_frontier;

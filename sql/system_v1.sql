@@ -481,7 +481,10 @@ $cleaner_frontier_sql$;
 -- its position, and a value it passed while that value was the head would
 -- otherwise stay once the tombstone is gone, the deleted value readable in
 -- the key's history for good. A tombstone whose older messages are not all
--- locked here waits, as one whose head row is locked does. They are kept as
+-- locked here waits, as one whose head row is locked does, and so does one
+-- with an older message still inside retention (walked while it was the
+-- head under a shorter retention, raised since): expiring it would leave
+-- that message with nothing to name it. They are kept as
 -- arrays on the tombstone's own row: CTEs have no statistics, and a join
 -- between two of them is planned as a nested loop, quadratic in the batch
 -- (46 s for a batch of 1,000 tombstones).
@@ -499,8 +502,14 @@ DECLARE
   v_message CONSTANT text := pg_catalog.format('%I.%I', {schema_name}::text,
     pg_catalog.concat('message_', p_topic_id));
   v_cutoff CONSTANT text := {schema}.cleaner_cutoff_sql('retention_ms');
+  v_walked bigint;
 BEGIN
-  PERFORM FROM {schema}.log_cleaner_state c
+  -- The message walk's reach: the older messages an expiring tombstone
+  -- takes along are the ones that walk has passed (it removes the others
+  -- itself when it reaches them), a few per key, so the batch stays bounded
+  -- however many versions of a hot key wait above the walk.
+  SELECT greatest(c.position, c.walked_position) INTO v_walked
+  FROM {schema}.log_cleaner_state c
   WHERE c.topic_id = p_topic_id
     AND p_after <= greatest(c.tombstone_position,
                             c.tombstone_walked_position);
@@ -526,14 +535,18 @@ BEGIN
     'WHERE s.old AND s.id < coalesce((SELECT id FROM young), ',
     '9223372036854775807::bigint) AND ',
     {schema}.cleaner_is_head_sql(v_head, 's'), '), ',
-    'older AS MATERIALIZED (SELECT d.id, d.message_key, c.ids, ',
+    'older AS MATERIALIZED (SELECT d.id, d.message_key, c.ids, c.young, ',
     'ARRAY(SELECT m.id FROM ', v_message, ' m WHERE m.id = ANY (c.ids) ',
     'FOR UPDATE SKIP LOCKED) AS locked_ids FROM due d CROSS JOIN LATERAL ',
-    '(SELECT ARRAY(SELECT o.id FROM ', v_message,
+    '(SELECT coalesce(pg_catalog.array_agg(o.id), ''{}'') AS ids, ',
+    'coalesce(pg_catalog.bool_or(o.created_at >= ', v_cutoff,
+    '), false) AS young FROM ', v_message,
     ' o WHERE o.message_key = d.message_key AND o.id < d.id ',
-    'AND o.created_at < ', v_cutoff, ' AND (o.compaction_rank IS NOT NULL ',
-    'OR NOT ', {schema}.cleaner_held_sql('o'), ')) AS ids) c), ',
-    'ready AS MATERIALIZED (SELECT o.id, o.message_key FROM older o WHERE ',
+    'AND o.id <= $4::bigint AND o.created_at <= ',
+    {schema}.cleaner_future_sql(), ' AND (o.compaction_rank IS NOT NULL ',
+    'OR NOT ', {schema}.cleaner_held_sql('o'), ')) c), ',
+    'ready AS MATERIALIZED (SELECT o.id, o.message_key FROM older o ',
+    'WHERE NOT o.young AND ',
     'pg_catalog.cardinality(o.locked_ids) = pg_catalog.cardinality(o.ids)), ',
     'locked AS MATERIALIZED (SELECT h.message_key, h.head_id FROM ', v_head,
     ' h WHERE h.message_key = ANY (ARRAY(SELECT message_key FROM ready)) ',
@@ -555,7 +568,7 @@ BEGIN
     '(SELECT pg_catalog.count(*) FROM expired), ',
     {schema}.cleaner_frontier_sql())
   INTO deleted, expired, frontier, full_batch, snapshot_xmax
-  USING p_topic_id, p_after, p_batch_size;
+  USING p_topic_id, p_after, p_batch_size, v_walked;
   UPDATE {schema}.log_cleaner_state c
   SET tombstone_walked_position = frontier,
       tombstone_walked_xmax = snapshot_xmax

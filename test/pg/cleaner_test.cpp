@@ -282,6 +282,33 @@ TEST_CASE("a full batch of tombstones takes its walked values along") {
   CHECK(Count(db.raw(), db.MessageTable("batch")) == 0);
 }
 
+// What the message walk has not reached it removes itself, in its own
+// bounded batches: the expiry takes only the versions below that walk, so
+// a hot key's backlog does not land in one tombstone batch.
+TEST_CASE(
+    "an expiring tombstone leaves the versions above the message walk to it") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("hot");
+  topic.Register(Immediate());
+  const std::string id = std::to_string(db.TopicId("hot"));
+  const std::string produce = db.schema() + ".produce_" + id;
+  db.raw().Query("SELECT count(" + produce +
+                 "('hot', 1, 0, '{\"value\": 1}'::jsonb)) FROM "
+                 "generate_series(1, 500) g");
+  db.raw().Query("SELECT " + produce + "('hot', 1, 0, NULL)");
+  // One batch of the tombstone walk alone, before any message walk.
+  const auto batch =
+      db.raw().Query("SELECT deleted, expired FROM " + db.schema() +
+                     ".clean_tombstones(" + id + ", 0, 1000)");
+  REQUIRE(batch.size() == 1);
+  CHECK(batch[0][0] == "1");  // the tombstone only
+  CHECK(batch[0][1] == "1");
+  CHECK(Count(db.raw(), db.MessageTable("hot")) == 500);
+  Janitor janitor(db.client());
+  CompactUntilIdle(janitor, "hot");
+  CHECK(Count(db.raw(), db.MessageTable("hot")) == 0);
+}
+
 // The expiry removes only what retention allows: a value still inside its
 // retention stays until the message walk reaches it.
 TEST_CASE(
@@ -307,6 +334,32 @@ TEST_CASE(
   CHECK(Count(db.raw(), db.MessageTable("inside")) == 0);
 }
 
+// A value walked while it was the head under a short retention, then
+// inside a longer one: the tombstone waits until the value is out of
+// retention and takes it then (expiring it at once would leave the value
+// with nothing to name it).
+TEST_CASE("an expiring tombstone waits for a walked value inside retention") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("raised");
+  topic.Register(Immediate());
+  auto producer = topic.RegisterProducer();
+  const auto value = producer.Produce(Counter{1}, Compacted("k"));
+  Janitor janitor(db.client());
+  WalkPastEverything(janitor, "raised");
+  TopicConfig longer = Immediate();
+  longer.retention = 24h;
+  topic.Register(longer);
+  const auto tombstone = producer.ProduceTombstone("k");
+  CompactUntilIdle(janitor, "raised");
+  CHECK(MessageExists(db, "raised", tombstone.id));
+  CHECK(MessageExists(db, "raised", value.id));
+  CHECK_FALSE(topic.Key("k").CompactionHead().has_value());
+  topic.Register(Immediate());  // the value's retention is over
+  CompactUntilIdle(janitor, "raised");
+  CHECK(Count(db.raw(), db.MessageTable("raised")) == 0);
+  CHECK(topic.Stats().total_tombstones_expired == 1);
+}
+
 // An older value the expiry cannot lock holds the tombstone back (the walk
 // never waits on a row); the next pass after the lock ends takes both.
 TEST_CASE("an expiring tombstone waits for its key's locked older value") {
@@ -329,6 +382,11 @@ TEST_CASE("an expiring tombstone waits for its key's locked older value") {
   CHECK(held.deleted == 0);
   CHECK(MessageExists(db, "heldback", tombstone.id));
   CHECK(MessageExists(db, "heldback", value.id));
+  // The walk stopped before it: neither of its positions passed it.
+  CHECK(db.raw().Int("SELECT greatest(tombstone_position, "
+                     "coalesce(tombstone_walked_position, 0)) FROM " +
+                     db.schema() + ".log_cleaner_state WHERE topic_id = " +
+                     std::to_string(db.TopicId("heldback"))) < tombstone.id);
   CHECK(Count(db.raw(), db.HeadTable("heldback"),
               "head_id = " + std::to_string(tombstone.id)) == 1);
   holder.Query("ROLLBACK");
