@@ -21,7 +21,9 @@
 // The reading statement needs to see every row visible in W: W is either
 // its own snapshot (pg_current_snapshot() in READ COMMITTED is the
 // statement's) or one taken by an earlier statement, and a later snapshot
-// sees every transaction an earlier one saw as committed.
+// sees every transaction an earlier one saw as committed. The reader's own
+// transaction counts as in progress in W (kWindowSnapshotSql): what it
+// writes, before or after the Poll, comes with a window after it commits.
 //
 // How it stays proportional to the batch. Not visible in D means xid >=
 // xmax(D), or xid in D's in-progress list xip(D) (everything else below
@@ -89,7 +91,9 @@ std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
   const std::string w = "(SELECT s FROM w)";
   const std::string d = "(SELECT s FROM d)";
   return "/* compaction:Poll:read */ WITH w AS MATERIALIZED (SELECT "
-         "coalesce($3::pg_snapshot, pg_catalog.pg_current_snapshot()) AS s), "
+         "coalesce($3::pg_snapshot, " +
+         std::string(kWindowSnapshotSql) +
+         ") AS s), "
          "d AS MATERIALIZED (SELECT $2::pg_snapshot AS s) "
          "SELECT (SELECT s::text FROM w), b.id, b.message_key, "
          "b.schema_version, b.compaction_rank, " +
@@ -148,13 +152,13 @@ std::pair<std::string, std::int64_t> RangeStart(const Position& at) {
 std::pair<std::string, std::string> CitusWindow(ClientCore& core, pg::Session s,
                                                 std::int64_t topic_id,
                                                 int partition) {
-  pg::Result r =
-      pg::Exec(s, "Poll",
-               "/* compaction:Poll:window */ SELECT "
-               "pg_catalog.pg_current_snapshot()::text, pg_catalog.shard_name("
-               "$1::regclass, pg_catalog.get_shard_id_for_distribution_column("
-               "$1::regclass, $2::integer))::text",
-               pg::Params().Add(core.MessageTable(topic_id)).Add(partition));
+  pg::Result r = pg::Exec(
+      s, "Poll",
+      std::string("/* compaction:Poll:window */ SELECT ") + kWindowSnapshotSql +
+          "::text, pg_catalog.shard_name("
+          "$1::regclass, pg_catalog.get_shard_id_for_distribution_column("
+          "$1::regclass, $2::integer))::text",
+      pg::Params().Add(core.MessageTable(topic_id)).Add(partition));
   return {std::string(pg::Text(r, 0, 0)), std::string(pg::Text(r, 0, 1))};
 }
 

@@ -36,6 +36,23 @@ std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
 // partition was committed by a transaction its done snapshot did not see.
 std::string HasNewSql(const std::string& message);
 
+// The snapshot a new window (or a reset to the end) takes: the current one,
+// with the reading transaction's own id, when it has one, counted as in
+// progress. PostgreSQL leaves a transaction's own id out of its snapshots'
+// in-progress lists, so once any later id has ended, the plain snapshot
+// counts the reader itself as ended. Stored as consumed, it would hide for
+// good what the transaction produces after its Poll (its position lock
+// gives it an id), and deliver what it produced before as if committed.
+inline constexpr const char* kWindowSnapshotSql =
+    "(SELECT CASE WHEN c.x IS NULL OR c.x >= "
+    "pg_catalog.pg_snapshot_xmax(c.s) THEN c.s ELSE pg_catalog.concat("
+    "LEAST(pg_catalog.pg_snapshot_xmin(c.s), c.x), ':', "
+    "pg_catalog.pg_snapshot_xmax(c.s), ':', (SELECT "
+    "pg_catalog.string_agg(v.xid::text, ',' ORDER BY v.xid) FROM (SELECT "
+    "pg_catalog.pg_snapshot_xip(c.s) UNION SELECT c.x) v (xid)))::"
+    "pg_catalog.pg_snapshot END FROM (SELECT pg_catalog.pg_current_snapshot() "
+    "AS s, pg_catalog.pg_current_xact_id_if_assigned() AS x) c)";
+
 // The done snapshot of a position created at the start of the topic: no
 // transaction is visible in it.
 inline constexpr const char* kStartSnapshot = "1:1:";

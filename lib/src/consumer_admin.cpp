@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "compaction/client.hpp"
+#include "consume_read.hpp"
 #include "core.hpp"
 #include "validate.hpp"
 
@@ -18,7 +19,7 @@ int Client::ResetConsumer(const std::string& topic, const std::string& consumer,
   // what is committed now is consumed; a transaction in progress is not,
   // as after a Poll. The cursor goes with the window it walked.
   const std::string done =
-      to_end ? "pg_catalog.pg_current_snapshot()" : "'3:3:'::pg_snapshot";
+      to_end ? detail::kWindowSnapshotSql : "'3:3:'::pg_snapshot";
   return detail::WithConnection(*core_, kOp, [&](pg::Session s) {
     const pg::Result r = pg::Exec(
         s, kOp,

@@ -89,7 +89,9 @@ std::vector<Delivery<RawMessage>> TopicTail::Next() {
           std::string start = detail::kStartSnapshot;
           if (!st.options.from_start) {
             pg::Result r = pg::Exec(
-                s, kOp, "SELECT pg_catalog.pg_current_snapshot()::text", {});
+                s, kOp,
+                std::string("SELECT ") + detail::kWindowSnapshotSql + "::text",
+                {});
             start = std::string(pg::Text(r, 0, 0));
           }
           st.positions.assign(static_cast<size_t>(topic.partitions),

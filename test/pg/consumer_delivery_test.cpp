@@ -1,6 +1,8 @@
 // Consumers, guarantees 1 (complete, once) and 2 (late commits), against a
 // live database. Orderings are forced with transaction control: a writer's
 // transaction is held open while others commit past it.
+#include <libpq-fe.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 
@@ -182,6 +184,45 @@ TEST_CASE("a consumer's own produce in its Poll transaction commits with it") {
   for (auto& d : rest) all.push_back(d.id);
   std::sort(all.begin(), all.end());
   CHECK(all == LogIds(db, "own"));
+}
+
+// PostgreSQL leaves a transaction's own id out of the in-progress list of
+// its snapshots: a window taken by a Poll whose transaction has an id (its
+// position lock gives it one) counts that transaction as ended once any
+// later id has ended. Stored as the consumed snapshot, it would make what
+// the transaction produces after the Poll look consumed already.
+TEST_CASE("a consumer's own produce after its Poll is delivered once") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("own_after");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  auto consumer = topic.Consumer("c");
+  CHECK(ConsumeAll(db.client(), consumer).empty());
+  Tx tx = db.client().Begin();
+  CHECK(consumer.Poll(tx).empty());
+  PGresult* assigned =
+      PQexec(tx.native_handle(), "SELECT pg_current_xact_id_if_assigned()");
+  REQUIRE(PQresultStatus(assigned) == PGRES_TUPLES_OK);
+  const bool has_id = !PQgetisnull(assigned, 0, 0);
+  PQclear(assigned);
+  REQUIRE(has_id);
+  // A later id ends before the next window is taken.
+  const auto other = producer.Produce(Counter{1});
+  CHECK(Ids(consumer.Poll(tx)) == std::vector<std::int64_t>{other.id});
+  const auto own = producer.ProduceInTx(tx, Counter{2});
+  tx.Commit();
+  CHECK(Ids(ConsumeAll(db.client(), consumer)) ==
+        std::vector<std::int64_t>{own.id});
+  // Produced before the Poll too: the Poll's window leaves it for after
+  // the commit, delivered once with the rest.
+  Tx second = db.client().Begin();
+  const auto before = producer.ProduceInTx(second, Counter{3});
+  const auto later = producer.Produce(Counter{4});
+  CHECK(Ids(consumer.Poll(second)) == std::vector<std::int64_t>{later.id});
+  const auto after = producer.ProduceInTx(second, Counter{5});
+  second.Commit();
+  CHECK(Ids(ConsumeAll(db.client(), consumer)) ==
+        std::vector<std::int64_t>{before.id, after.id});
 }
 
 TEST_CASE("a consumer follows its topic through Destroy and Register") {
