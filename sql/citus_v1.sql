@@ -275,9 +275,15 @@ BEGIN
   -- The message walk's reach: the older messages an expiring tombstone
   -- takes along are the ones that walk has passed (it removes the others
   -- itself when it reaches them), a few per key, so the batch stays bounded
-  -- however many versions of a hot key wait above the walk.
-  SELECT greatest(c.position, c.walked_position) INTO v_walked
+  -- however many versions of a hot key wait above the walk. Retention kept
+  -- forever keeps every version: none is taken along and none waited for
+  -- (0: ids start at 1), or a tombstone whose key had a walked value would
+  -- wait for good (the message walk no longer runs) and stop the walk.
+  SELECT CASE WHEN t.retention_ms = 9223372036854775807::bigint THEN 0
+              ELSE greatest(c.position, c.walked_position) END
+  INTO v_walked
   FROM {schema}.log_cleaner_state c
+  JOIN {schema}.topic t ON t.id = c.topic_id
   WHERE c.topic_id = p_topic_id
     AND p_after <= greatest(c.tombstone_position,
                             c.tombstone_walked_position);

@@ -360,6 +360,30 @@ TEST_CASE("an expiring tombstone waits for a walked value inside retention") {
   CHECK(topic.Stats().total_tombstones_expired == 1);
 }
 
+// Retention kept forever keeps every version: a tombstone that expires
+// takes no walked value along and waits for none (the message walk no
+// longer runs, so a wait would never end, and would stop the tombstone
+// walk for every key after it).
+TEST_CASE("under kKeepForever an expiring tombstone waits for no value") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("kept");
+  topic.Register(Immediate());
+  auto producer = topic.RegisterProducer();
+  const auto value = producer.Produce(Counter{1}, Compacted("k"));
+  Janitor janitor(db.client());
+  WalkPastEverything(janitor, "kept");
+  TopicConfig keep = Immediate();
+  keep.retention = kKeepForever;
+  topic.Register(keep);
+  const auto tombstone = producer.ProduceTombstone("k");
+  const auto other = producer.ProduceTombstone("z");
+  CompactUntilIdle(janitor, "kept");
+  CHECK_FALSE(MessageExists(db, "kept", tombstone.id));
+  CHECK_FALSE(MessageExists(db, "kept", other.id));
+  CHECK(MessageExists(db, "kept", value.id));
+  CHECK(topic.Stats().total_tombstones_expired == 2);
+}
+
 // An older value the expiry cannot lock holds the tombstone back (the walk
 // never waits on a row); the next pass after the lock ends takes both.
 TEST_CASE("an expiring tombstone waits for its key's locked older value") {
