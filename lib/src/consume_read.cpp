@@ -225,11 +225,13 @@ Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
     if (pg::IsNull(r, row, 6)) {
       d.stored.message.tombstone = true;
     } else {
-      try {
-        d.stored.message.payload = nlohmann::json::parse(pg::Text(r, row, 6));
-      } catch (const nlohmann::json::exception& e) {
-        throw MessageDecodeError(kOp, d.stored.id, e.what());
-      }
+      // As every other read (rows.hpp ParseStored): a number beyond double
+      // range reads as +-infinity with the exact digits in payload_text,
+      // and an error quotes none of the payload.
+      const std::string_view text = pg::Text(r, row, 6);
+      d.stored.message.payload =
+          ParseStoredPayload(kOp, d.stored.id, text.data(), text.size());
+      d.stored.message.payload_text.assign(text);
     }
     out.last_xid = std::string(pg::Text(r, row, 7));
     d.head = pg::Bool(r, row, 8);

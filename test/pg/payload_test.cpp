@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 
+#include "consumer_support.hpp"
 #include "live_db.hpp"
 
 using compaction::InvalidArgument;
@@ -195,6 +196,28 @@ TEST_CASE("stored numbers beyond double or int64 read as what they are") {
     CHECK(raw.Key("e-over").CompactionHead()->message.payload["value"] ==
           10000000000000000000ULL);
     CHECK(raw.Key("b-huge").Messages(10).size() == 1);
+  }
+
+  SECTION("a consumer delivers them; a typed one names the message") {
+    auto raw = db.client().Topic<RawMessage>("wide").Consumer("raw");
+    const auto got = testing::ConsumeAll(db.client(), raw);
+    REQUIRE(got.size() == 6);
+    REQUIRE(got[0].id == huge_id);
+    REQUIRE(got[0].message.has_value());
+    CHECK(got[0].message->payload["value"].get<double>() ==
+          std::numeric_limits<double>::infinity());
+    CHECK(got[0].message->payload_text ==
+          "{\"value\": 1" + std::string(400, '0') + "}");
+    CHECK(got[2].message->payload_text == "{\"value\": " + big + "}");
+    auto typed = db.client().Topic<Counter>("wide").Consumer("typed");
+    for (int attempt = 0; attempt < 2; ++attempt) {  // the position stays
+      try {
+        db.client().InTransaction([&](Tx& tx) { return typed.Poll(tx); });
+        FAIL("decoded");
+      } catch (const MessageDecodeError& e) {
+        CheckNoPayload(e, huge_id);
+      }
+    }
   }
 
   SECTION("a typed int64 field is a MessageDecodeError, never INT64_MIN") {
