@@ -247,29 +247,33 @@ std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
                                    bool heads_only, int limit,
                                    Position& position) {
   std::vector<RawDelivery> out;
+  // Moved on a copy, written back once every read succeeded: a TopicTail
+  // keeps its position in memory, and a second read that throws after the
+  // first finished its window must not leave the first one's rows behind.
+  Position at = position;
   // A window left open by an earlier Poll, then (when it runs out before
   // the batch is full) one new window. A new window that is not full is
   // everything committed: stop there.
   for (int round = 0; round < 2 && static_cast<int>(out.size()) < limit;
        ++round) {
-    const bool fresh = !position.read.has_value();
+    const bool fresh = !at.read.has_value();
     const int want = limit - static_cast<int>(out.size());
-    Window w =
-        ReadWindow(core, s, topic_id, partition, heads_only, want, position);
+    Window w = ReadWindow(core, s, topic_id, partition, heads_only, want, at);
     const bool full = static_cast<int>(w.rows.size()) == want;
     if (full) {
-      position.read = w.snapshot;
-      position.cursor_xid = w.last_xid;
-      position.cursor_id = w.rows.back().stored.id;
+      at.read = w.snapshot;
+      at.cursor_xid = w.last_xid;
+      at.cursor_id = w.rows.back().stored.id;
     } else {
-      position.done = w.snapshot;
-      position.read.reset();
-      position.cursor_xid.reset();
-      position.cursor_id.reset();
+      at.done = w.snapshot;
+      at.read.reset();
+      at.cursor_xid.reset();
+      at.cursor_id.reset();
     }
     for (RawDelivery& d : w.rows) out.push_back(std::move(d));
     if (full || fresh || w.held) break;
   }
+  position = std::move(at);
   return out;
 }
 

@@ -24,8 +24,9 @@ struct Position {
 };
 
 // Reads up to `limit` deliveries of `partition` after `position` and moves
-// `position` past them (in memory only). Opens a new window when the current
-// one runs out, at most once, so an empty result means nothing new.
+// `position` past them (in memory only; not at all when a read throws).
+// Opens a new window when the current one runs out, at most once, so an
+// empty result means nothing new.
 std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
                                    std::int64_t topic_id, int partition,
                                    bool heads_only, int limit,
