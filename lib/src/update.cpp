@@ -1,5 +1,6 @@
 // KeyHandle::Update: the locked read-modify-write in one call, retried
 // where a retry cannot repeat a committed write.
+#include <exception>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -18,6 +19,13 @@ namespace {
 constexpr const char* kOp = "Update";
 constexpr int kMaxAttempts = 100;
 
+// What fn threw, carried past UpdateKey's retries and rethrown as it was:
+// fn's own library calls may fail with the errors an attempt retries, but
+// fn may have done what a retry would repeat.
+struct FnThrew {
+  std::exception_ptr error;
+};
+
 // One transaction: lock, fn, produce, commit.
 std::optional<Updated> Attempt(ClientCore& core, const std::string& topic,
                                const std::string& key,
@@ -27,7 +35,12 @@ std::optional<Updated> Attempt(ClientCore& core, const std::string& topic,
   LockedRow locked = LockHeadRow(core, tx, topic, key, options.lock);
   std::optional<RawStored> value = locked.head;
   if (value && value->message.tombstone) value.reset();
-  std::optional<Outgoing> next = fn(std::move(value));
+  std::optional<Outgoing> next;
+  try {
+    next = fn(std::move(value));
+  } catch (...) {
+    throw FnThrew{std::current_exception()};
+  }
   if (!next) {
     // Nothing to produce: rolling back also drops a headless row the lock
     // created, so the key is left as it was found.
@@ -73,6 +86,8 @@ std::optional<Updated> UpdateKey(ClientCore& core, const std::string& topic,
   for (int attempt = 1;; ++attempt) {
     try {
       return Attempt(core, topic, key, options, fn);
+    } catch (const FnThrew& threw) {
+      std::rethrow_exception(threw.error);
     } catch (const RetryableError& e) {
       if (attempt >= options.attempts) throw;
       if (options.on_retry) options.on_retry(e, attempt);

@@ -200,6 +200,39 @@ TEST_CASE("Update gives up after its attempts and passes fn's errors on") {
   CHECK(Messages(db, "update-fail") == 0);
 }
 
+// fn's own library calls may fail with the errors Update retries; what fn
+// throws is passed on at once all the same (fn may have done what a retry
+// would repeat).
+TEST_CASE("Update passes on fn's RetryableError and ConnectionLost at once") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("update-fn-throws");
+  topic.Register();
+  auto key = topic.Key("k");
+  UpdateOptions options;
+  int retries = 0;
+  options.on_retry = [&](const compaction::Error&, int) { ++retries; };
+  int calls = 0;
+  CHECK_THROWS_AS(
+      key.Update(
+          [&](const std::optional<Counter>&) -> std::optional<Counter> {
+            ++calls;
+            throw RetryableError("fn", "40001", "fn's own call");
+          },
+          options),
+      RetryableError);
+  CHECK_THROWS_AS(
+      key.Update(
+          [&](const std::optional<Counter>&) -> std::optional<Counter> {
+            ++calls;
+            throw compaction::ConnectionLost("fn", "fn's own call");
+          },
+          options),
+      compaction::ConnectionLost);
+  CHECK(calls == 2);
+  CHECK(retries == 0);
+  CHECK(Messages(db, "update-fn-throws") == 0);
+}
+
 // The lock rides with BEGIN and the topic's look-up, the produce with
 // COMMIT.
 TEST_CASE("Update takes two round trips") {
