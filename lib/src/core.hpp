@@ -194,6 +194,10 @@ class TxState {
   void RememberLockedKey(std::int64_t topic_id, const std::string& key);
   bool HoldsLockedKey(std::int64_t topic_id, const std::string& key) const;
   bool borrowed() const { return borrowed_; }
+  // The caller has had the connection (Tx::native_handle) and may have sent
+  // statements the library never saw, a ROLLBACK TO SAVEPOINT among them.
+  void MarkNativeUsed() { native_used_ = true; }
+  bool native_used() const { return native_used_; }
   TxStatus status() const { return status_; }
   bool finished() const { return status_ != TxStatus::kActive; }
   // Returns the connection to the pool (or closes it when it is broken).
@@ -212,6 +216,7 @@ class TxState {
   const bool borrowed_;
   TxStatus status_ = TxStatus::kActive;
   bool read_committed_checked_ = false;
+  bool native_used_ = false;
   std::vector<TopicInfo> touched_topics_;  // a handful at most
   std::optional<WrittenMessage> written_;
   std::vector<std::pair<std::int64_t, std::string>> locked_keys_;

@@ -43,8 +43,9 @@ pg_conn* Tx::native_handle() const {
   // The caller's own statements must run inside the transaction, which
   // otherwise begins with the library's first statement. Not once it is
   // finished: its connection is back in the pool, maybe another's.
-  const detail::TxState& st = state();
+  detail::TxState& st = state();
   const pg::Session s = st.session();
+  st.MarkNativeUsed();
   if (!st.finished() && s.needs_begin()) {
     pg::Exec(s, "Tx::native_handle", pg::kBeginTransaction);
   }
@@ -124,8 +125,21 @@ void ResolveTxCommit(TxState& st, const char* operation) {
     detail::ResolveBrokenCommit(*st.core(), operation, st.session().server,
                                 st.written());
   } catch (const ConnectionLost&) {
-    st.Finish(TxStatus::kAborted);
-    throw;
+    // The message looked for is absent. After statements of the caller's
+    // own, a ROLLBACK TO SAVEPOINT may have undone it while the rest
+    // committed: absence then proves nothing, and a retry could write the
+    // transaction's other messages twice.
+    if (!st.native_used()) {
+      st.Finish(TxStatus::kAborted);
+      throw;
+    }
+    st.Finish(TxStatus::kInDoubt);
+    throw CommitOutcomeUnknown(
+        operation,
+        "the connection broke during COMMIT; it may or may not have "
+        "committed: the transaction's last message is absent, but statements "
+        "sent on native_handle() (a ROLLBACK TO SAVEPOINT) may have undone "
+        "it while the rest committed");
   } catch (...) {
     st.Finish(TxStatus::kInDoubt);
     throw;

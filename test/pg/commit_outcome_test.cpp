@@ -4,6 +4,8 @@
 // lock the test holds, so the backend is terminated while it provably has
 // not committed; the committed-then-terminated case needs a synchronous
 // standby and lives in test/failover.
+#include <libpq-fe.h>
+
 #include <catch2/catch.hpp>
 #include <future>
 #include <random>
@@ -129,6 +131,39 @@ TEST_CASE(
   CHECK_THROWS_AS(commit.get(), ConnectionLost);
   CHECK(tx.status() == TxStatus::kAborted);
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 0);
+}
+
+// The caller's own statements on native_handle() may roll back to a
+// savepoint and undo the message the library would look for while the
+// rest of the transaction commits: its absence then proves nothing, so a
+// broken COMMIT is CommitOutcomeUnknown, never "safe to retry" (a retry
+// would write the first message again). Here the COMMIT provably did not
+// commit, which the library can no longer tell.
+TEST_CASE(
+    "after statements on native_handle() an absent message proves nothing") {
+  LiveDb db;
+  const std::string app = testing::Unique("co_native");
+  compaction::Client client = ClientNamed(db, app);
+  auto topic = client.Topic<Counter>("held");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  CommitHold hold(db, db.MessageTable("held"));
+  Tx tx = client.Begin();
+  producer.ProduceInTx(tx, Counter{1}, Compacted("a"));
+  PQclear(PQexec(tx.native_handle(), "SAVEPOINT s"));
+  producer.ProduceInTx(tx, Counter{2}, Compacted("b"));
+  PGresult* undone = PQexec(tx.native_handle(), "ROLLBACK TO SAVEPOINT s");
+  REQUIRE(PQresultStatus(undone) == PGRES_COMMAND_OK);
+  PQclear(undone);
+  auto commit = std::async(std::launch::async, [&] { tx.Commit(); });
+  REQUIRE(hold.TerminateWaiting(db.raw(), app));
+  try {
+    commit.get();
+    FAIL("the commit returned");
+  } catch (const CommitOutcomeUnknown& e) {
+    CHECK_THAT(e.what(), Catch::Contains("native_handle()"));
+  }
+  CHECK(tx.status() == TxStatus::kInDoubt);
 }
 
 // Update sends its produce and COMMIT in one round trip; the produce's

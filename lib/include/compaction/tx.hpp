@@ -64,7 +64,10 @@ class COMPACTION_EXPORT Tx {
   // throw the library's connection errors), so statements run on the
   // handle belong to the transaction. Use it only on the thread that owns
   // the Tx, leave it idle inside the transaction block, and not after the
-  // Tx finished (the connection is back in the pool).
+  // Tx finished (the connection is back in the pool). Once it was taken, a
+  // COMMIT whose connection breaks is CommitOutcomeUnknown unless the
+  // transaction's last produced message is found: a ROLLBACK TO SAVEPOINT
+  // sent on it may have undone that message, so its absence proves nothing.
   pg_conn* native_handle() const;
 
  private:
