@@ -40,7 +40,10 @@ class COMPACTION_EXPORT Tx {
   // must be READ COMMITTED: LockCompactionHead and ProduceInTx refuse
   // another level with InvalidArgument before writing anything. Pin the
   // connection's search_path as the library does for its own
-  // (options='-c search_path=pg_catalog,pg_temp' in its conninfo).
+  // (options='-c search_path=pg_catalog,pg_temp' in its conninfo). Use one
+  // Tx per transaction: the keys a Tx locked (which a keyed produce without
+  // compaction may not write) are remembered by that Tx, so a second Borrow
+  // of the same transaction does not know them.
   static Tx Borrow(pg_conn* connection);
 
   Tx(Tx&&) noexcept;
