@@ -28,6 +28,14 @@ struct Verdict {
 // server's clock, and that clock may step.
 constexpr milliseconds kRetentionMargin = std::chrono::minutes(1);
 
+// The check's statements on its new connection. Behind a transaction
+// pooler that drops startup `options` the search_path would not be pinned:
+// the settings then go ahead of each statement, as on the pool's
+// connections.
+pg::Session CheckSession(ClientCore& core, pg_conn* conn) {
+  return pg::Session{conn, nullptr, &core.pool().local_settings()};
+}
+
 milliseconds Left(Clock::time_point deadline) {
   return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
                                        deadline - Clock::now()));
@@ -65,11 +73,12 @@ pg::ConnPtr ConnectBefore(ClientCore& core, Clock::time_point deadline) {
 // its transaction one way or the other (a terminated backend aborts before
 // its entry goes, a committed one has left the proc array). False on
 // timeout.
-bool BackendGone(pg_conn* conn, int pid, Clock::time_point deadline) {
+bool BackendGone(ClientCore& core, pg_conn* conn, int pid,
+                 Clock::time_point deadline) {
   pg::Params params;
   params.Add(pid);
   for (;;) {
-    pg::Result r = pg::Exec(pg::Session{conn, nullptr}, "commit check",
+    pg::Result r = pg::Exec(CheckSession(core, conn), "commit check",
                             "SELECT pg_catalog.count(*) FROM "
                             "pg_catalog.pg_stat_activity WHERE pid = $1",
                             params);
@@ -88,11 +97,11 @@ bool BackendGone(pg_conn* conn, int pid, Clock::time_point deadline) {
 // look means the look sees everything that committed. A row of an earlier
 // transaction of the same pid also counts: the answer is then unknown,
 // never wrong.
-bool TwoPhaseRecorded(pg_conn* conn, int pid) {
+bool TwoPhaseRecorded(ClientCore& core, pg_conn* conn, int pid) {
   pg::Params params;
   params.Add(std::to_string(pid));
   pg::Result r = pg::Exec(
-      pg::Session{conn, nullptr}, "commit check",
+      CheckSession(core, conn), "commit check",
       "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_transaction WHERE "
       "pg_catalog.split_part(gid, '_', 3) = $1)",
       params);
@@ -117,7 +126,7 @@ std::optional<std::string> MessageShard(ClientCore& core, pg_conn* conn,
   pg::Params params;
   params.Add(m.topic_id);
   pg::Result r = pg::Exec(
-      pg::Session{conn, nullptr}, "commit check",
+      CheckSession(core, conn), "commit check",
       "SELECT t.partitions FROM " + core.schema() + ".topic t WHERE t.id = $1",
       params);
   if (r.rows() == 0) return std::nullopt;
@@ -135,7 +144,7 @@ Look LookFor(ClientCore& core, pg_conn* conn, const WrittenMessage& m) {
   pg::Params params;
   params.Add(m.id).Add(m.key).Add(m.created_at_us).Add(m.topic_id);
   pg::Result r = pg::Exec(
-      pg::Session{conn, nullptr}, "commit check",
+      CheckSession(core, conn), "commit check",
       "SELECT EXISTS (SELECT 1 FROM " + core.MessageTable(m.topic_id) +
           " m WHERE m.id = $1 AND m.message_key IS NOT DISTINCT FROM $2 "
           "AND " +
@@ -174,11 +183,11 @@ Verdict Resolve(ClientCore& core, const pg::ServerIdentity* old,
             "the new connection reached another server (a failover?) or "
             "cannot tell which"};
   }
-  if (!BackendGone(conn.get(), old->backend_pid, deadline)) {
+  if (!BackendGone(core, conn.get(), old->backend_pid, deadline)) {
     return {Finding::kUnknown, "the old backend was still running"};
   }
   const bool prepared =
-      core.citus() && TwoPhaseRecorded(conn.get(), old->backend_pid);
+      core.citus() && TwoPhaseRecorded(core, conn.get(), old->backend_pid);
   const Look look = LookFor(core, conn.get(), effect);
   if (look.present) return {Finding::kCommitted, ""};
   if (prepared) {

@@ -96,6 +96,11 @@ void ExerciseLibrary(Client& client) {
 TEST_CASE(
     "functions and operators planted on the search path never run in "
     "the library's sessions") {
+  // Also as behind a transaction pooler: no startup `options`, the
+  // settings applied per transaction, and statements sent unnamed (through
+  // a real pooler, the tests' options already say so).
+  const bool pooler_mode = GENERATE(false, true);
+  INFO("pooler mode " << pooler_mode);
   TrapDb traps;
   // The traps are armed: an ordinary session of that database calls one.
   RawConn victim(traps.conninfo());
@@ -107,6 +112,7 @@ TEST_CASE(
 
   ClientOptions options = ClientOptionsForTests();
   options.schema = Unique("s_");
+  if (pooler_mode) options.prepared_statements = false;
   Client client = Client::Connect(ClientConninfo(traps.conninfo()), options);
   ExerciseLibrary(client);
   CHECK(traps.Hits() == armed);

@@ -29,23 +29,36 @@ DECLARE
                         'double precision', 'numeric', 'text', 'name', 'oid',
                         'regclass', 'tid', 'timestamptz', 'interval',
                         'boolean', 'jsonb'];
-  ops text[] := ARRAY['=', '<>', '<', '>', '<=', '>=', '+', '-', '*', '/',
-                      '||'];
-  sch text; lt text; rt text; op text; fn text; n int := 0;
+  -- Comparisons return boolean; arithmetic returns its left operand's type,
+  -- so that an expression built on it (a cast, another operator) still
+  -- parses and the trap runs instead of a type error hiding it.
+  comparisons text[] := ARRAY['=', '<>', '<', '>', '<=', '>='];
+  arithmetic text[] := ARRAY['+', '-', '*', '/', '||'];
+  sch text; lt text; rt text; op text; cmp text; calc text; n int := 0;
 BEGIN
   FOREACH sch IN ARRAY schemas LOOP
     FOREACH lt IN ARRAY types LOOP
       FOREACH rt IN ARRAY types LOOP
         n := n + 1;
-        fn := format('%I.trap_op_%s', sch, n);
+        cmp := format('%I.trap_op_%s', sch, n);
+        calc := format('%I.trap_calc_%s', sch, n);
         EXECUTE format(
           'CREATE FUNCTION %s(%s, %s) RETURNS boolean LANGUAGE sql '
           'AS $f$ SELECT public.trap_hit(%L) $f$',
-          fn, lt, rt, format('%s.operator(%s, %s)', sch, lt, rt));
-        FOREACH op IN ARRAY ops LOOP
+          cmp, lt, rt, format('%s.operator(%s, %s)', sch, lt, rt));
+        EXECUTE format(
+          'CREATE FUNCTION %s(%s, %s) RETURNS %s LANGUAGE sql '
+          'AS $f$ SELECT NULL::%s WHERE public.trap_hit(%L) $f$',
+          calc, lt, rt, lt, lt, format('%s.operator(%s, %s)', sch, lt, rt));
+        FOREACH op IN ARRAY comparisons LOOP
           EXECUTE format(
             'CREATE OPERATOR %I.%s (LEFTARG = %s, RIGHTARG = %s, '
-            'FUNCTION = %s)', sch, op, lt, rt, fn);
+            'FUNCTION = %s)', sch, op, lt, rt, cmp);
+        END LOOP;
+        FOREACH op IN ARRAY arithmetic LOOP
+          EXECUTE format(
+            'CREATE OPERATOR %I.%s (LEFTARG = %s, RIGHTARG = %s, '
+            'FUNCTION = %s)', sch, op, lt, rt, calc);
         END LOOP;
       END LOOP;
     END LOOP;

@@ -90,6 +90,10 @@ class Pool {
        std::chrono::milliseconds acquire_timeout, bool prepared_statements,
        const NoticeHandler* notices = nullptr);
 
+  // LocalSettingsSql when the pool's connections are opened for a
+  // transaction pooler (no startup `options`), else empty.
+  const std::string& local_settings() const { return local_settings_; }
+
   // A connection on loan; returned to the pool (or closed when it is broken
   // or left inside a transaction that cannot be rolled back) on destruction.
   class Lease {

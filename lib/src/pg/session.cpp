@@ -45,11 +45,16 @@ bool Session::needs_begin() const {
 
 ServerIdentity ReadServerIdentity(pg_conn* conn, const char* operation) {
   // pg_backend_pid() is compared with the pid libpq connected to: behind a
-  // pooler they differ, and no backend of ours can be watched.
+  // pooler they differ, and no backend of ours can be watched. No operator:
+  // a connection opened for a transaction pooler runs this before any
+  // per-transaction setting pins the search_path, where an operator another
+  // role planted could stand in for pg_catalog's. The start time is only
+  // compared: its epoch as numeric text, which no DateStyle or TimeZone of
+  // the session changes.
   Result r(PQexecParams(
       conn,
-      "SELECT s.system_identifier::text, (extract(epoch FROM "
-      "pg_catalog.pg_postmaster_start_time()) * 1e6)::bigint::text, "
+      "SELECT s.system_identifier::text, extract(epoch FROM "
+      "pg_catalog.pg_postmaster_start_time())::text, "
       "pg_catalog.pg_backend_pid() FROM pg_catalog.pg_control_system() s",
       0, nullptr, nullptr, nullptr, nullptr, 0));
   ServerIdentity identity;

@@ -36,7 +36,7 @@ enum class TransactionStatus {
 // between: then no backend pid of ours can be watched).
 struct ServerIdentity {
   std::string system_identifier;  // pg_control_system(); empty: unknown
-  std::string started;            // pg_postmaster_start_time(), in us
+  std::string started;            // pg_postmaster_start_time(), epoch text
   int backend_pid = 0;
   bool known() const { return !system_identifier.empty(); }
   bool SameServer(const ServerIdentity& other) const {
