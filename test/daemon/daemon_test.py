@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Daemon, LockHolder, as_postgres, check,  # noqa: E402
@@ -599,6 +600,40 @@ def test_sighup():
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def test_stderr_closed():
+    """A log reader that goes away (a pipe to a shipper that died) must not
+    kill the daemon: the next log line fails with EPIPE and is dropped."""
+    schema = schema_name("epipe")
+    setup_schema(ARGS.binary, schema)
+    port = free_port()
+    proc = subprocess.Popen(
+        [ARGS.binary, "run", "--schema", schema, "--listen",
+         f"127.0.0.1:{port}", "--log-level", "info"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        seen = b""
+        while b"msg=listening" not in seen:
+            line = proc.stderr.readline()
+            check(line, f"daemon exited before listening: {seen[-2000:]!r}")
+            seen += line
+        proc.stderr.close()  # the reader goes away
+        proc.send_signal(signal.SIGHUP)  # logs "configuration reloaded"
+        time.sleep(1)
+        check(proc.poll() is None,
+              f"daemon died with the log pipe closed: {proc.returncode}")
+        status = urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/healthz", timeout=5).status
+        check(status == 200, f"/healthz answered {status}")
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(timeout=15) == 0,
+              f"exit status {proc.returncode} after SIGTERM")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        drop_schema(schema)
+
+
 # --- two daemons on one database ---------------------------------------------
 
 def test_two_daemons():
@@ -1045,6 +1080,7 @@ TESTS = {
     "lost_connection": test_lost_connection,
     "sigterm": test_sigterm,
     "sighup": test_sighup,
+    "stderr_closed": test_stderr_closed,
     "two_daemons": test_two_daemons,
     "invalid_config": test_invalid_config,
     "metrics_lint": test_metrics_lint,
