@@ -53,6 +53,15 @@ constexpr auto kRenderInterval = std::chrono::seconds(1);
 // A slow writer keeps the body it started with alive, so this bounds memory
 // to this many bodies; an HA pair of Prometheus servers plus a human need 3.
 constexpr size_t kMaxCachedWriters = 8;
+// Of those, one peer address holds at most this many, so that one host's
+// stalled scrapes cannot take every slot from the Prometheus servers.
+constexpr size_t kMaxCachedWritersPerPeer = 2;
+// With every slot taken, a new scrape takes the slot of the writer that
+// has been writing longest, once that is this long: 1.7 MB at 1,000
+// topics takes milliseconds to any reading client, so such a writer's
+// client has stopped reading (a write otherwise holds its slot up to
+// kWriteTimeout).
+constexpr auto kStalledWriter = std::chrono::seconds(1);
 // /metrics bodies per peer address: one per this spacing (10 a second;
 // Prometheus scrapes a target every 15 s or so). Copying 1.7 MB into a
 // socket costs about a millisecond of the event loop: unpaced, a few
@@ -92,8 +101,9 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   void Remove(const std::shared_ptr<Session>& session);
 
   std::optional<Clock::duration> ReserveScrape(const asio::ip::address& peer);
-  bool TakeWriterSlot();
-  void ReleaseWriterSlot() { --writers; }
+  bool TakeWriterSlot(const asio::ip::address& peer);
+  void ReleaseWriterSlot(const asio::ip::address& peer);
+  bool EvictStalledWriter();
   void GetCached(Waiter waiter);
   void StartRender();
   void OnRendered(Body body, Clock::time_point started);
@@ -114,6 +124,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   bool rendering = false;
   std::vector<Waiter> waiters;
   size_t writers = 0;
+  std::map<asio::ip::address, size_t> writers_by_peer;
   // Each peer's next scrape turn; entries in the past are dropped lazily.
   std::map<asio::ip::address, Clock::time_point> scrape_turn;
 
@@ -141,6 +152,16 @@ class HttpServer::State::Session
   }
 
   const asio::ip::address& peer() const { return peer_; }
+  // Writing a cached body (it holds a writer slot) since `since()`.
+  bool writing_with_slot() const { return holds_slot_ && writing_; }
+  Clock::time_point since() const { return since_; }
+  // Gives the writer slot back (once); also when the session is evicted
+  // for a stalled write, whose completion comes later.
+  void ReleaseSlot() {
+    if (!holds_slot_) return;
+    holds_slot_ = false;
+    server_->ReleaseWriterSlot(peer_);
+  }
   // Which of a peer's sessions its new connection closes first: an idle
   // one (waiting for a request: closing it loses nothing), then one stuck
   // writing to a client that does not read its responses, and only then
@@ -222,7 +243,7 @@ class HttpServer::State::Session
   }
 
   void FetchCached() {
-    if (!server_->TakeWriterSlot()) {
+    if (!server_->TakeWriterSlot(peer_)) {
       static const Body busy = MakeBody("busy: too many concurrent scrapes\n");
       Write(503, "text/plain; charset=utf-8", busy);
       return;
@@ -274,12 +295,6 @@ class HttpServer::State::Session
       return;
     }
     ReadRequest(kKeepAliveTimeout);
-  }
-
-  void ReleaseSlot() {
-    if (!holds_slot_) return;
-    holds_slot_ = false;
-    server_->ReleaseWriterSlot();
   }
 
   void Finish() { server_->Remove(shared_from_this()); }
@@ -399,9 +414,36 @@ std::optional<Clock::duration> HttpServer::State::ReserveScrape(
   return at - now;
 }
 
-bool HttpServer::State::TakeWriterSlot() {
-  if (writers >= kMaxCachedWriters) return false;
+bool HttpServer::State::TakeWriterSlot(const asio::ip::address& peer) {
+  auto held = writers_by_peer.find(peer);
+  if (held != writers_by_peer.end() && held->second >= kMaxCachedWritersPerPeer)
+    return false;
+  if (writers >= kMaxCachedWriters && !EvictStalledWriter()) return false;
   ++writers;
+  ++writers_by_peer[peer];
+  return true;
+}
+
+void HttpServer::State::ReleaseWriterSlot(const asio::ip::address& peer) {
+  --writers;
+  auto held = writers_by_peer.find(peer);
+  if (held != writers_by_peer.end() && --held->second == 0)
+    writers_by_peer.erase(held);
+}
+
+// Closes the session that has been writing a cached body longest, if for
+// kStalledWriter or more, and frees its slot at once.
+bool HttpServer::State::EvictStalledWriter() {
+  std::shared_ptr<Session> victim;
+  for (const auto& s : sessions) {
+    if (!s->writing_with_slot()) continue;
+    if (!victim || s->since() < victim->since()) victim = s;
+  }
+  if (!victim || Clock::now() - victim->since() < kStalledWriter) return false;
+  victim->ReleaseSlot();
+  victim->Close();
+  Remove(victim);
+  CountEviction("stalled scrape");
   return true;
 }
 
