@@ -247,6 +247,32 @@ BEGIN
 END
 $refuse_client_timestamp$;
 
+-- A consumer position's timestamps are the server's clock too: an app
+-- login could otherwise write a last_poll_at of infinity (a consumer that
+-- holds the log cleaner back for good and is never reported inactive) or
+-- of -infinity (one the cleaner stops waiting for at once), or a
+-- created_at ahead of the clock. Only a changed value is checked on
+-- UPDATE, so a row written under a clock that ran ahead stays updatable.
+CREATE OR REPLACE TRIGGER consumer_position_server_time_insert
+  BEFORE INSERT ON {schema}.consumer_position
+  FOR EACH ROW
+  WHEN (NOT pg_catalog.isfinite(NEW.last_poll_at)
+        OR NEW.last_poll_at > pg_catalog.clock_timestamp()
+        OR NOT pg_catalog.isfinite(NEW.created_at)
+        OR NEW.created_at > pg_catalog.clock_timestamp())
+  EXECUTE FUNCTION {schema}.refuse_client_timestamp();
+
+CREATE OR REPLACE TRIGGER consumer_position_server_time_update
+  BEFORE UPDATE ON {schema}.consumer_position
+  FOR EACH ROW
+  WHEN ((NEW.last_poll_at IS DISTINCT FROM OLD.last_poll_at
+         AND (NOT pg_catalog.isfinite(NEW.last_poll_at)
+              OR NEW.last_poll_at > pg_catalog.clock_timestamp()))
+        OR (NEW.created_at IS DISTINCT FROM OLD.created_at
+            AND (NOT pg_catalog.isfinite(NEW.created_at)
+                 OR NEW.created_at > pg_catalog.clock_timestamp())))
+  EXECUTE FUNCTION {schema}.refuse_client_timestamp();
+
 -- The log cleaner's positions move only the way its walk moves them
 -- (lib/src/sweep/cleaner.cpp): a final position back (a reset, safe: the
 -- walk redoes work) or to the recorded pending position once every

@@ -182,3 +182,41 @@ TEST_CASE("an expiring tombstone leaves an unread uncompacted message") {
   CompactTwice(janitor, "late");
   CHECK_FALSE(Exists(db, "late", plain.id));
 }
+
+// An app login could otherwise plant a consumer that holds the cleaner back
+// for good and is never reported inactive (last_poll_at infinity), or make
+// the cleaner stop waiting for one at once (-infinity).
+TEST_CASE("a consumer position's timestamps are the server's clock") {
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("clock");
+  topic.Register(Immediate());
+  auto consumer = topic.Consumer("c");
+  CHECK(ConsumeAll(db.client(), consumer).empty());  // its position exists
+  const std::string table = db.QuotedSchema() + ".consumer_position";
+  const std::string id = std::to_string(db.TopicId("clock"));
+  for (const char* when :
+       {"'infinity'", "'-infinity'", "now() + interval '1 day'"}) {
+    INFO(when);
+    CHECK(db.raw().TryExec("INSERT INTO " + table +
+                           " (topic_id, consumer, partition, done_snapshot, "
+                           "last_poll_at) VALUES (" +
+                           id + ", 'ghost', 0, '1:1:', " + when + ")") ==
+          "23514");
+    CHECK(db.raw().TryExec("INSERT INTO " + table +
+                           " (topic_id, consumer, partition, done_snapshot, "
+                           "created_at) VALUES (" +
+                           id + ", 'ghost', 0, '1:1:', " + when + ")") ==
+          "23514");
+    CHECK(db.raw().TryExec("UPDATE " + table + " SET last_poll_at = " + when) ==
+          "23514");
+    CHECK(db.raw().TryExec("UPDATE " + table + " SET created_at = " + when) ==
+          "23514");
+  }
+  // A time in the past is a consumer that has not polled since.
+  CHECK(db.raw()
+            .TryExec("UPDATE " + table +
+                     " SET last_poll_at = now() - "
+                     "interval '2 hours'")
+            .empty());
+  CHECK(ConsumeAll(db.client(), consumer).empty());  // Poll still moves it
+}
