@@ -70,6 +70,9 @@ void App::Build() {
         OnTopics(outcome);
       });
   topics_->SetRetry(settings_.reconnect_max);
+  // A flood of well-formed NOTIFYs (any role may send them) lists the
+  // topics at most once a second, not back to back.
+  topics_->SetMinSpacing(std::chrono::seconds(1));
   stats_ = std::make_unique<StatsCache>(io_, *pool_, *db_, probe_,
                                         settings_.stats_interval,
                                         settings_.stats_exact_count_limit);
@@ -254,6 +257,8 @@ void App::OnTopics(Outcome<std::vector<compaction::TopicInfo>>& outcome) {
   }
   size_t before = scheduler_->topic_count();
   scheduler_->SetTopics(*outcome.value);
+  LogDebug("app", "topics listed",
+           {{"topics", static_cast<std::int64_t>(scheduler_->topic_count())}});
   if (!topics_loaded_ || before != scheduler_->topic_count()) {
     LogInfo("app", "topics loaded",
             {{"topics", static_cast<std::int64_t>(scheduler_->topic_count())}});

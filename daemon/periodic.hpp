@@ -42,12 +42,23 @@ class PeriodicJob {
     timer_.cancel();
   }
   void SetPeriod(Millis period) { period_ = period; }
+  // Runs on demand start at least this far apart (default 0): a trigger
+  // sooner runs once the spacing is over. The topic list is triggered by
+  // NOTIFY, which any role that can connect may send in a loop.
+  void SetMinSpacing(Millis spacing) { min_spacing_ = spacing; }
 
   // Runs the job now (or right after the one in flight).
   void Trigger() {
-    if (stopped_) return;
+    if (stopped_ || spaced_) return;  // a spaced run is already due
     if (running_) {
       pending_ = true;
+      return;
+    }
+    const auto since = std::chrono::steady_clock::now() - last_start_;
+    if (since < min_spacing_) {
+      spaced_ = true;
+      Rearm(std::chrono::duration_cast<Millis>(min_spacing_ - since) +
+            Millis(1));
       return;
     }
     std::shared_ptr<compaction::Client> client = db_.client();
@@ -56,6 +67,7 @@ class PeriodicJob {
       return;
     }
     running_ = true;
+    last_start_ = std::chrono::steady_clock::now();
     pool_.Submit([work = work_, client] { return work(*client); },
                  [this, alive = alive_, client](Outcome<T> outcome) {
                    if (!*alive) return;
@@ -79,7 +91,9 @@ class PeriodicJob {
   void Rearm(Millis delay) {
     timer_.expires_after(delay);
     timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec) Trigger();
+      if (ec) return;
+      spaced_ = false;
+      Trigger();
     });
   }
 
@@ -91,8 +105,11 @@ class PeriodicJob {
   Work work_;
   Done done_;
   std::shared_ptr<bool> alive_;
+  Millis min_spacing_{0};
+  std::chrono::steady_clock::time_point last_start_;
   bool running_ = false;
   bool pending_ = false;
+  bool spaced_ = false;  // a run waits out min_spacing_ on the timer
   bool stopped_ = false;
 };
 

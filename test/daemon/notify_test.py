@@ -88,6 +88,25 @@ def notify(expr, env):
     psql(f"SELECT pg_notify('compaction_topics', {expr})", env)
 
 
+def notify_flood(daemon, schema, env):
+    """1,000 well-formed notifications naming our schema, one transaction
+    each, 3 ms apart, as any role may send them: (topic lists the daemon ran
+    meanwhile, seconds the flood took). Each asks for a topic refresh."""
+    def listed():
+        return daemon.log_text().count('msg="topics listed"')
+    payload = ('{"schema":"' + schema + '","topic":"flood-%s",'
+               '"event":"registered"}')
+    before = listed()
+    started = time.monotonic()
+    psql("DO $f$ BEGIN FOR i IN 1..1000 LOOP PERFORM pg_notify("
+         "'compaction_topics', pg_catalog.format($p$" + payload +
+         "$p$, i)); COMMIT; PERFORM pg_catalog.pg_sleep(0.003); END LOOP; "
+         "END $f$", env)
+    took = time.monotonic() - started
+    time.sleep(1.5)  # the last refresh it asked for
+    return listed() - before, took
+
+
 def deleted_total(daemon, topic):
     return daemon.metric("compaction_janitor_deleted_rows_total",
                          topic=topic) or 0
@@ -161,6 +180,14 @@ def run(binary):
                  "the topic registered after the payloads discovered")
         wait_for(lambda: headless_count(schema, late, env) == 0, 10,
                  "the new topic swept")
+
+        lists, took = notify_flood(daemon, schema, env)
+        log(f"FIGURE notify_flood=1000 sent_in_s={took:.2f} "
+            f"topic_lists={lists}")
+        check(lists <= took + 3,
+              f"1,000 notifications in {took:.2f}s listed the topics "
+              f"{lists} times")
+        check(daemon.proc.poll() is None, "daemon exited")
 
         text = daemon.log_text()
         warnings = [line for line in text.splitlines()
