@@ -1,5 +1,6 @@
 #include "daemon/http.hpp"
 
+#include <algorithm>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
@@ -360,13 +361,18 @@ void HttpServer::State::MakeRoom(const asio::ip::address& peer) {
     return;
   }
   if (sessions.size() < kMaxSessions) return;
-  // The peer holding the most sessions pays for the new one.
-  auto busiest = per_peer.begin();
-  for (auto p = per_peer.begin(); p != per_peer.end(); ++p) {
-    if (p->second > busiest->second) busiest = p;
+  // The peers holding the most sessions pay for the new one; among them
+  // (with every peer at one session: among all), the session that should
+  // go first, so that a tie never lands on the lowest address.
+  size_t most = 0;
+  for (const auto& [address, count] : per_peer) most = std::max(most, count);
+  std::shared_ptr<Session> victim;
+  for (const auto& s : sessions) {
+    auto count = per_peer.find(s->peer());
+    if (count == per_peer.end() || count->second != most) continue;
+    if (!victim || s->EvictBefore(*victim)) victim = s;
   }
-  if (busiest == per_peer.end()) return;
-  if (auto victim = PickVictim(busiest->first)) {
+  if (victim) {
     victim->Close();
     Remove(victim);
     CountEviction("global");

@@ -11,6 +11,8 @@ the session stuck writing to a client that does not read, never one that
 waits for its scrape turn.
 slots: stalled /metrics writers from eight addresses never take a scrape
 from another address its writer slot.
+global: 600 peers of one connection each hold the daemon at its session
+cap; a probe from the lowest address still gets in.
 load: at 1,000 topics, 200 idle connections plus 60 looping /metrics
 scrapers, then 64 clients that pipeline /metrics and never read; /healthz
 answers fast throughout and the daemon's RSS stays bounded.
@@ -54,12 +56,14 @@ def run_args(schema, app, *extra):
             "--application-name", app, *extra]
 
 
-def probe(port, timeout=2.0):
-    """GET /healthz on a new connection, as a kubelet does: (status, s)."""
+def probe(port, timeout=2.0, pause=0.0):
+    """GET /healthz on a new connection, as a kubelet does: (status, s).
+    `pause`: seconds between connecting and sending the request."""
     start = time.monotonic()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout) as s:
             s.settimeout(max(0.01, timeout - (time.monotonic() - start)))
+            time.sleep(pause)
             s.sendall(PROBE)
             data = b""
             while True:
@@ -531,6 +535,90 @@ def test_slots():
         drop_schema(schema)
 
 
+# --- global: 600 addresses at the session cap, a probe still gets in -------
+
+def hold_one_each(port, addresses, stop):
+    """One idle connection from each of `addresses`, reopened 0.3 s after
+    the daemon closes it (its first-request deadline, or an eviction): the
+    daemon stays at its session cap, evicting sessions all the time."""
+    held = {}
+    reopen_at = {}
+    while not stop.is_set():
+        now = time.monotonic()
+        for a in addresses:
+            s = held.get(a)
+            if s is not None:
+                readable, _, _ = select.select([s], [], [], 0)
+                if not readable:
+                    continue
+                s.close()
+                del held[a]
+                reopen_at[a] = now + 0.3
+            if reopen_at.get(a, 0) > now:
+                continue
+            try:
+                s = socket.socket()
+                s.bind((a, 0))
+                s.connect(("127.0.0.1", port))
+                held[a] = s
+            except OSError:
+                reopen_at[a] = now + 0.3
+        stop.wait(0.01)
+    for s in held.values():
+        s.close()
+
+
+def test_global():
+    """600 peers, one idle connection each, keep the daemon at its global
+    session cap (512) and reconnect as they are closed. Probes from
+    127.0.0.1, the lowest address, all get in: a tie between peers of one
+    session each used to close the lowest address's session, the probe's;
+    now the session idle longest goes. (A flood that reconnects at once
+    keeps every session young; no order of eviction tells a probe from it
+    then.)"""
+    schema = schema_name("global")
+    setup_schema(ARGS.binary, schema)
+    daemon = None
+    stop = multiprocessing.get_context("fork").Event()
+    holders = []
+    try:
+        daemon = Daemon(ARGS.binary, run_args(
+            schema, f"cd_http_global_{os.getpid()}"), name="http-global").start()
+        port = daemon.port
+        addresses = [f"127.0.{2 + i // 250}.{1 + i % 250}" for i in range(600)]
+        ctx = multiprocessing.get_context("fork")
+        holders = [ctx.Process(target=hold_one_each,
+                               args=(port, addresses[k::2], stop))
+                   for k in range(2)]
+        for h in holders:
+            h.start()
+        wait_for(lambda: daemon_connections(port) >= 500, 20,
+                 "the daemon near its session cap")
+        time.sleep(6)  # past the first-request deadline: they churn now
+        # Each probe sends its request 50 ms after connecting (a busy
+        # kubelet), so that the churn has time to reach its session.
+        statuses = []
+        for _ in range(40):
+            statuses.append(probe(port, pause=0.05)[0])
+            time.sleep(0.1)
+        print(f"FIGURE http_global peers=600 evictions_logged="
+              f"{daemon.log_text().count('sessions evicted')}"
+              f" connections={daemon_connections(port)}"
+              f" probes={len(statuses)} ok={statuses.count(200)}", flush=True)
+        check(statuses.count(200) == len(statuses),
+              f"probes answered {statuses}")
+        check(daemon.proc.poll() is None, "daemon exited")
+    finally:
+        stop.set()
+        for h in holders:
+            h.join(timeout=10)
+            if h.is_alive():
+                h.kill()
+        if daemon:
+            daemon.stop()
+        drop_schema(schema)
+
+
 # --- load: 1,000 topics, idle + scrapers, then non-reading pipeliners ----------
 
 def register_topics(schema, count):
@@ -642,7 +730,7 @@ def test_load():
 
 
 TESTS = {"idle": test_idle, "evict": test_evict, "slots": test_slots,
-         "load": test_load}
+         "global": test_global, "load": test_load}
 
 
 def main():
