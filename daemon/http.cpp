@@ -4,6 +4,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -54,9 +55,6 @@ constexpr auto kRenderInterval = std::chrono::seconds(1);
 // A slow writer keeps the body it started with alive, so this bounds memory
 // to this many bodies; an HA pair of Prometheus servers plus a human need 3.
 constexpr size_t kMaxCachedWriters = 8;
-// Of those, one peer address holds at most this many, so that one host's
-// stalled scrapes cannot take every slot from the Prometheus servers.
-constexpr size_t kMaxCachedWritersPerPeer = 2;
 // With every slot taken, a new scrape takes the slot of the writer that
 // has been writing longest, once that is this long: 1.7 MB at 1,000
 // topics takes milliseconds to any reading client, so such a writer's
@@ -97,13 +95,17 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   void Accept();
   void Admit(asio::ip::tcp::socket socket);
   void MakeRoom(const asio::ip::address& peer);
-  std::shared_ptr<Session> PickVictim(const asio::ip::address& peer) const;
+  // The session to close first (Session::EvictBefore) among those
+  // `eligible` accepts; null when none.
+  std::shared_ptr<Session> PickVictim(
+      const std::function<bool(const Session&)>& eligible) const;
+  void Evict(const std::shared_ptr<Session>& victim, const char* reason);
   void CountEviction(const char* reason);
   void Remove(const std::shared_ptr<Session>& session);
 
   std::optional<Clock::duration> ReserveScrape(const asio::ip::address& peer);
-  bool TakeWriterSlot(const asio::ip::address& peer);
-  void ReleaseWriterSlot(const asio::ip::address& peer);
+  bool TakeWriterSlot();
+  void ReleaseWriterSlot() { --writers; }
   bool EvictStalledWriter();
   void GetCached(Waiter waiter);
   void StartRender();
@@ -125,7 +127,6 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   bool rendering = false;
   std::vector<Waiter> waiters;
   size_t writers = 0;
-  std::map<asio::ip::address, size_t> writers_by_peer;
   // Each peer's next scrape turn; entries in the past are dropped lazily.
   std::map<asio::ip::address, Clock::time_point> scrape_turn;
 
@@ -161,7 +162,7 @@ class HttpServer::State::Session
   void ReleaseSlot() {
     if (!holds_slot_) return;
     holds_slot_ = false;
-    server_->ReleaseWriterSlot(peer_);
+    server_->ReleaseWriterSlot();
   }
   // Which of a peer's sessions its new connection closes first: an idle
   // one (waiting for a request: closing it loses nothing), then one stuck
@@ -244,7 +245,7 @@ class HttpServer::State::Session
   }
 
   void FetchCached() {
-    if (!server_->TakeWriterSlot(peer_)) {
+    if (!server_->TakeWriterSlot()) {
       static const Body busy = MakeBody("busy: too many concurrent scrapes\n");
       Write(503, "text/plain; charset=utf-8", busy);
       return;
@@ -353,11 +354,8 @@ void HttpServer::State::Admit(asio::ip::tcp::socket socket) {
 void HttpServer::State::MakeRoom(const asio::ip::address& peer) {
   auto it = per_peer.find(peer);
   if (it != per_peer.end() && it->second >= kMaxSessionsPerPeer) {
-    if (auto victim = PickVictim(peer)) {
-      victim->Close();
-      Remove(victim);
-      CountEviction("peer");
-    }
+    Evict(PickVictim([&](const Session& s) { return s.peer() == peer; }),
+          "peer");
     return;
   }
   if (sessions.size() < kMaxSessions) return;
@@ -366,27 +364,29 @@ void HttpServer::State::MakeRoom(const asio::ip::address& peer) {
   // go first, so that a tie never lands on the lowest address.
   size_t most = 0;
   for (const auto& [address, count] : per_peer) most = std::max(most, count);
-  std::shared_ptr<Session> victim;
-  for (const auto& s : sessions) {
-    auto count = per_peer.find(s->peer());
-    if (count == per_peer.end() || count->second != most) continue;
-    if (!victim || s->EvictBefore(*victim)) victim = s;
-  }
-  if (victim) {
-    victim->Close();
-    Remove(victim);
-    CountEviction("global");
-  }
+  Evict(PickVictim([&](const Session& s) {
+          auto count = per_peer.find(s.peer());
+          return count != per_peer.end() && count->second == most;
+        }),
+        "global");
 }
 
 std::shared_ptr<HttpServer::State::Session> HttpServer::State::PickVictim(
-    const asio::ip::address& peer) const {
+    const std::function<bool(const Session&)>& eligible) const {
   std::shared_ptr<Session> victim;
   for (const auto& s : sessions) {
-    if (s->peer() != peer) continue;
+    if (!eligible(*s)) continue;
     if (!victim || s->EvictBefore(*victim)) victim = s;
   }
   return victim;
+}
+
+void HttpServer::State::Evict(const std::shared_ptr<Session>& victim,
+                              const char* reason) {
+  if (!victim) return;
+  victim->Close();
+  Remove(victim);
+  CountEviction(reason);
 }
 
 void HttpServer::State::CountEviction(const char* reason) {
@@ -420,36 +420,21 @@ std::optional<Clock::duration> HttpServer::State::ReserveScrape(
   return at - now;
 }
 
-bool HttpServer::State::TakeWriterSlot(const asio::ip::address& peer) {
-  auto held = writers_by_peer.find(peer);
-  if (held != writers_by_peer.end() && held->second >= kMaxCachedWritersPerPeer)
-    return false;
+bool HttpServer::State::TakeWriterSlot() {
   if (writers >= kMaxCachedWriters && !EvictStalledWriter()) return false;
   ++writers;
-  ++writers_by_peer[peer];
   return true;
-}
-
-void HttpServer::State::ReleaseWriterSlot(const asio::ip::address& peer) {
-  --writers;
-  auto held = writers_by_peer.find(peer);
-  if (held != writers_by_peer.end() && --held->second == 0)
-    writers_by_peer.erase(held);
 }
 
 // Closes the session that has been writing a cached body longest, if for
 // kStalledWriter or more, and frees its slot at once.
 bool HttpServer::State::EvictStalledWriter() {
-  std::shared_ptr<Session> victim;
-  for (const auto& s : sessions) {
-    if (!s->writing_with_slot()) continue;
-    if (!victim || s->since() < victim->since()) victim = s;
-  }
+  // Writers are all of one eviction rank: the one writing longest.
+  std::shared_ptr<Session> victim =
+      PickVictim([](const Session& s) { return s.writing_with_slot(); });
   if (!victim || Clock::now() - victim->since() < kStalledWriter) return false;
   victim->ReleaseSlot();
-  victim->Close();
-  Remove(victim);
-  CountEviction("stalled scrape");
+  Evict(victim, "stalled scrape");
   return true;
 }
 
