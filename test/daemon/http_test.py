@@ -505,9 +505,9 @@ def test_slots():
         port = daemon.port
         wait_for(lambda: daemon.metric("compaction_topics") == 60, 30,
                  "60 topics loaded")
-        # From eight addresses, so that the cap per address does not apply
-        # (one address fills its two slots slowly: its scrapes take turns
-        # 100 ms apart, and most of them wait out their turn for a 503).
+        # From eight addresses: one address fills the slots slowly (its
+        # scrapes take turns 100 ms apart, and most of them wait out their
+        # turn for a 503), so seconds would not show the stalled writers.
         for phase, sources in (("eight addresses",
                                 [f"127.0.1.{i}" for i in range(1, 9)]),):
             attackers = [stalled_scraper(port, src) for src in sources]
