@@ -55,12 +55,6 @@ constexpr auto kRenderInterval = std::chrono::seconds(1);
 // A slow writer keeps the body it started with alive, so this bounds memory
 // to this many bodies; an HA pair of Prometheus servers plus a human need 3.
 constexpr size_t kMaxCachedWriters = 8;
-// With every slot taken, a new scrape takes the slot of the writer that
-// has been writing longest, once that is this long: 1.7 MB at 1,000
-// topics takes milliseconds to any reading client, so such a writer's
-// client has stopped reading (a write otherwise holds its slot up to
-// kWriteTimeout).
-constexpr auto kStalledWriter = std::chrono::seconds(1);
 // /metrics bodies per peer address: one per this spacing (10 a second;
 // Prometheus scrapes a target every 15 s or so). Copying 1.7 MB into a
 // socket costs about a millisecond of the event loop: unpaced, a few
@@ -106,7 +100,6 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   std::optional<Clock::duration> ReserveScrape(const asio::ip::address& peer);
   bool TakeWriterSlot();
   void ReleaseWriterSlot() { --writers; }
-  bool EvictStalledWriter();
   void GetCached(Waiter waiter);
   void StartRender();
   void OnRendered(Body body, Clock::time_point started);
@@ -154,16 +147,6 @@ class HttpServer::State::Session
   }
 
   const asio::ip::address& peer() const { return peer_; }
-  // Writing a cached body (it holds a writer slot) since `since()`.
-  bool writing_with_slot() const { return holds_slot_ && writing_; }
-  Clock::time_point since() const { return since_; }
-  // Gives the writer slot back (once); also when the session is evicted
-  // for a stalled write, whose completion comes later.
-  void ReleaseSlot() {
-    if (!holds_slot_) return;
-    holds_slot_ = false;
-    server_->ReleaseWriterSlot();
-  }
   // Which of a peer's sessions its new connection closes first: an idle
   // one (waiting for a request: closing it loses nothing), then one stuck
   // writing to a client that does not read its responses, and only then
@@ -299,6 +282,12 @@ class HttpServer::State::Session
     ReadRequest(kKeepAliveTimeout);
   }
 
+  void ReleaseSlot() {
+    if (!holds_slot_) return;
+    holds_slot_ = false;
+    server_->ReleaseWriterSlot();
+  }
+
   void Finish() { server_->Remove(shared_from_this()); }
 
   std::shared_ptr<State> server_;
@@ -421,20 +410,8 @@ std::optional<Clock::duration> HttpServer::State::ReserveScrape(
 }
 
 bool HttpServer::State::TakeWriterSlot() {
-  if (writers >= kMaxCachedWriters && !EvictStalledWriter()) return false;
+  if (writers >= kMaxCachedWriters) return false;
   ++writers;
-  return true;
-}
-
-// Closes the session that has been writing a cached body longest, if for
-// kStalledWriter or more, and frees its slot at once.
-bool HttpServer::State::EvictStalledWriter() {
-  // Writers are all of one eviction rank: the one writing longest.
-  std::shared_ptr<Session> victim =
-      PickVictim([](const Session& s) { return s.writing_with_slot(); });
-  if (!victim || Clock::now() - victim->since() < kStalledWriter) return false;
-  victim->ReleaseSlot();
-  Evict(victim, "stalled scrape");
   return true;
 }
 

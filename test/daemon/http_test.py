@@ -9,8 +9,6 @@ peer's oldest idle ones while a probe from the same address still gets in.
 evict: with one peer's 64 sessions all busy, its next connection closes
 the session stuck writing to a client that does not read, never one that
 waits for its scrape turn.
-slots: stalled /metrics writers from eight addresses never take a scrape
-from another address its writer slot.
 global: 600 peers of one connection each hold the daemon at its session
 cap; a probe from the lowest address still gets in.
 load: at 1,000 topics, 200 idle connections plus 60 looping /metrics
@@ -43,7 +41,6 @@ SCRAPE = b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n"
 FIRST_REQUEST_DEADLINE = 5  # daemon/http.cpp kFirstRequestTimeout
 PER_PEER_CAP = 64           # daemon/http.cpp kMaxSessionsPerPeer
 MAX_SCRAPE_WAIT = 2         # daemon/http.cpp kMaxScrapeWait
-STALLED_WRITER = 1          # daemon/http.cpp kStalledWriter
 RSS_LIMIT_KB = 64 * 1024
 
 
@@ -461,80 +458,6 @@ def test_evict():
         drop_schema(schema)
 
 
-# --- slots: stalled scrapes cannot take /metrics from Prometheus ------------
-
-def stalled_scraper(port, source):
-    """A connection from `source` that pipelines 300 /metrics and never
-    reads, with the smallest receive buffer: its write stalls once the
-    daemon's send buffer is full, holding that scrape's writer slot."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
-    s.bind((source, 0))
-    s.connect(("127.0.0.1", port))
-    s.setblocking(False)
-    try:
-        s.send(SCRAPE * 300)
-    except BlockingIOError:
-        pass
-    return s
-
-
-def scrape_status(port):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        c.request("GET", "/metrics")
-        r = c.getresponse()
-        r.read()
-        return r.status
-    finally:
-        c.close()
-
-
-def test_slots():
-    """Eight stalled scrapes from eight addresses take every writer slot: a
-    scrape from another address is answered 200 all the same (the writer
-    stalled longest gives its slot up)."""
-    schema = schema_name("slots")
-    setup_schema(ARGS.binary, schema)
-    daemon = None
-    socks = []
-    try:
-        register_topics(schema, 60)  # a body that fills socket buffers
-        daemon = Daemon(ARGS.binary, run_args(
-            schema, f"cd_http_slots_{os.getpid()}"), name="http-slots").start()
-        port = daemon.port
-        wait_for(lambda: daemon.metric("compaction_topics") == 60, 30,
-                 "60 topics loaded")
-        # From eight addresses: one address fills the slots slowly (its
-        # scrapes take turns 100 ms apart, and most of them wait out their
-        # turn for a 503), so seconds would not show the stalled writers.
-        for phase, sources in (("eight addresses",
-                                [f"127.0.1.{i}" for i in range(1, 9)]),):
-            attackers = [stalled_scraper(port, src) for src in sources]
-            socks += attackers
-            stalled = [wait_stalled(port, a) for a in attackers[:2]]
-            time.sleep(STALLED_WRITER + 0.2)  # every writer stalled that long
-            statuses = []
-            end = time.monotonic() + 4
-            while time.monotonic() < end:
-                statuses.append(scrape_status(port))
-                time.sleep(0.25)
-            print(f"FIGURE http_slots phase={phase!r} stalled_b={stalled}"
-                  f" scrapes={len(statuses)} ok={statuses.count(200)}",
-                  flush=True)
-            check(statuses.count(200) == len(statuses),
-                  f"{phase}: scrapes answered {statuses}")
-            for a in attackers:
-                a.close()
-        check(daemon.proc.poll() is None, "daemon exited")
-    finally:
-        for s in socks:
-            s.close()
-        if daemon:
-            daemon.stop()
-        drop_schema(schema)
-
-
 # --- global: 600 addresses at the session cap, a probe still gets in -------
 
 def hold_one_each(port, addresses, stop):
@@ -729,8 +652,8 @@ def test_load():
         drop_schema(schema)
 
 
-TESTS = {"idle": test_idle, "evict": test_evict, "slots": test_slots,
-         "global": test_global, "load": test_load}
+TESTS = {"idle": test_idle, "evict": test_evict, "global": test_global,
+         "load": test_load}
 
 
 def main():
