@@ -88,11 +88,11 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
 
   void Accept();
   void Admit(asio::ip::tcp::socket socket);
-  void MakeRoom(const asio::ip::address& peer);
+  void MakeRoom(const Session& admitted);
   // The session to close first (Session::EvictBefore) among those
   // `eligible` accepts; null when none.
   std::shared_ptr<Session> PickVictim(
-      const std::function<bool(const Session&)>& eligible) const;
+      const std::function<bool(const Session&)>& eligible);
   void Evict(const std::shared_ptr<Session>& victim, const char* reason);
   void CountEviction(const char* reason);
   void Remove(const std::shared_ptr<Session>& session);
@@ -159,11 +159,26 @@ class HttpServer::State::Session
     return since_ < other.since_;
   }
 
+  // An idle session whose request has reached its socket is not idle, only
+  // not read yet: while the loop admits a burst of connections (clients
+  // that reconnect as fast as they are evicted), a probe's request can wait
+  // there behind them, and its session would be the only idle one left.
+  // True when that was just found, which makes it rank as waiting.
+  bool NoteArrivedRequest() {
+    if (!idle_ || request_arrived_) return false;
+    beast::error_code ec;
+    request_arrived_ = stream_.socket().available(ec) > 0 && !ec;
+    return request_arrived_;
+  }
+
  private:
-  int EvictionRank() const { return idle_ ? 0 : writing_ ? 1 : 2; }
+  int EvictionRank() const {
+    return idle_ && !request_arrived_ ? 0 : writing_ ? 1 : 2;
+  }
 
   void SetIdle(bool idle) {
     idle_ = idle;
+    request_arrived_ = false;
     writing_ = false;
     since_ = Clock::now();
   }
@@ -300,7 +315,8 @@ class HttpServer::State::Session
   bool keep_alive_ = false;
   bool head_ = false;
   bool idle_ = true;
-  bool writing_ = false;  // a response on its way out
+  bool request_arrived_ = false;  // while idle (NoteArrivedRequest)
+  bool writing_ = false;          // a response on its way out
   bool closed_ = false;
   bool holds_slot_ = false;
   Clock::time_point since_ = Clock::now();
@@ -331,23 +347,34 @@ void HttpServer::State::Admit(asio::ip::tcp::socket socket) {
   auto remote = socket.remote_endpoint(ec);
   if (ec) return;  // already gone; the socket closes on destruction
   asio::ip::address peer = remote.address();
-  MakeRoom(peer);
   auto session =
       std::make_shared<Session>(shared_from_this(), std::move(socket), peer);
   sessions.insert(session);
   ++per_peer[peer];
   session->Start();
+  // Room is made once the handlers already queued have run: among them may
+  // be the read of a probe's request that arrived with this connection, and
+  // that session is not idle once it has run. Until then the tables hold
+  // one session more than their caps.
+  asio::post(io, [self = shared_from_this(), admitted = std::move(session)] {
+    if (!self->stopped) self->MakeRoom(*admitted);
+  });
 }
 
-// Never refuses: a refused connection may be the liveness probe.
-void HttpServer::State::MakeRoom(const asio::ip::address& peer) {
+// Never refuses: a refused connection may be the liveness probe, and it
+// never closes the session it makes room for. Runs after `admitted` was
+// counted, so a table over its cap has no room.
+void HttpServer::State::MakeRoom(const Session& admitted) {
+  const asio::ip::address& peer = admitted.peer();
   auto it = per_peer.find(peer);
-  if (it != per_peer.end() && it->second >= kMaxSessionsPerPeer) {
-    Evict(PickVictim([&](const Session& s) { return s.peer() == peer; }),
+  if (it != per_peer.end() && it->second > kMaxSessionsPerPeer) {
+    Evict(PickVictim([&](const Session& s) {
+            return s.peer() == peer && &s != &admitted;
+          }),
           "peer");
     return;
   }
-  if (sessions.size() < kMaxSessions) return;
+  if (sessions.size() <= kMaxSessions) return;
   // The peers holding the most sessions pay for the new one; among them
   // (with every peer at one session: among all), the session that should
   // go first, so that a tie never lands on the lowest address.
@@ -355,19 +382,25 @@ void HttpServer::State::MakeRoom(const asio::ip::address& peer) {
   for (const auto& [address, count] : per_peer) most = std::max(most, count);
   Evict(PickVictim([&](const Session& s) {
           auto count = per_peer.find(s.peer());
-          return count != per_peer.end() && count->second == most;
+          return &s != &admitted && count != per_peer.end() &&
+                 count->second == most;
         }),
         "global");
 }
 
 std::shared_ptr<HttpServer::State::Session> HttpServer::State::PickVictim(
-    const std::function<bool(const Session&)>& eligible) const {
-  std::shared_ptr<Session> victim;
-  for (const auto& s : sessions) {
-    if (!eligible(*s)) continue;
-    if (!victim || s->EvictBefore(*victim)) victim = s;
+    const std::function<bool(const Session&)>& eligible) {
+  for (;;) {
+    std::shared_ptr<Session> victim;
+    for (const auto& s : sessions) {
+      if (!eligible(*s)) continue;
+      if (!victim || s->EvictBefore(*victim)) victim = s;
+    }
+    // Each session turns at most once, so this looks again at most as
+    // often as there are idle sessions with a request waiting: one socket
+    // query per eviction in the usual case.
+    if (!victim || !victim->NoteArrivedRequest()) return victim;
   }
-  return victim;
 }
 
 void HttpServer::State::Evict(const std::shared_ptr<Session>& victim,
