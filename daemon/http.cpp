@@ -51,10 +51,24 @@ constexpr size_t kMaxReadBufferBytes = 16 * 1024;
 // a render at 1,000 topics takes ~0.1 s of CPU, and any number of scrapers
 // then cost one render per second.
 constexpr auto kRenderInterval = std::chrono::seconds(1);
-// Writers of the cached route at once (waiting for the render or writing).
-// A slow writer keeps the body it started with alive, so this bounds memory
-// to this many bodies; an HA pair of Prometheus servers plus a human need 3.
+// Writers of the cached route at once (waiting for the render or writing):
+// this bounds how many copies of the body the loop pushes into sockets side
+// by side; an HA pair of Prometheus servers plus a human need 3. Memory is
+// bounded apart from it: a body is rendered at most once per
+// kRenderInterval and a write holds it at most kWriteTimeout, so about
+// eleven bodies can be alive however many sessions write them.
 constexpr size_t kMaxCachedWriters = 8;
+// A write whose socket has taken nothing for this long is stalled: its
+// client does not read (a non-reading pipeliner, a hung scraper), or reads
+// very slowly. When every slot is taken, a new scrape takes a stalled
+// writer's slot; the stalled write goes on without one until its client
+// reads or its deadline closes it, so a client that is only slow loses
+// nothing, and eight clients that never read cannot hold /metrics at 503
+// for a whole kWriteTimeout. A slotless write costs no memory of ours (the
+// body is shared) and no loop time while it stalls; what it holds is its
+// socket's send buffer, which any non-reading client fills anyway, with
+// whatever responses it asked for.
+constexpr auto kStalledWrite = std::chrono::seconds(1);
 // /metrics bodies per peer address: one per this spacing (10 a second;
 // Prometheus scrapes a target every 15 s or so). Copying 1.7 MB into a
 // socket costs about a millisecond of the event loop: unpaced, a few
@@ -99,6 +113,8 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
 
   std::optional<Clock::duration> ReserveScrape(const asio::ip::address& peer);
   bool TakeWriterSlot();
+  // Frees the slots of writes that have moved nothing for kStalledWrite.
+  bool ReclaimStalledSlots();
   void ReleaseWriterSlot() { --writers; }
   void GetCached(Waiter waiter);
   void StartRender();
@@ -147,6 +163,16 @@ class HttpServer::State::Session
   }
 
   const asio::ip::address& peer() const { return peer_; }
+
+  // Gives up this session's writer slot if its socket has taken nothing
+  // since `stalled_since`; the write itself goes on.
+  bool ReleaseSlotIfStalled(Clock::time_point stalled_since) {
+    if (!holds_slot_ || !writing_ || last_progress_ > stalled_since) {
+      return false;
+    }
+    ReleaseSlot();
+    return true;
+  }
   // Which of a peer's sessions its new connection closes first: an idle
   // one (waiting for a request: closing it loses nothing), then one stuck
   // writing to a client that does not read its responses, and only then
@@ -263,27 +289,55 @@ class HttpServer::State::Session
     });
   }
 
-  void Write(int status, const std::string& content_type, Body body) {
+  // A response on its way out. The body is shared with other scrapes, never
+  // copied: the response only points into it, and this keeps it alive.
+  // The serializer is made once the response is complete (Write).
+  struct Outgoing {
     using Response = bhttp::response<bhttp::span_body<const char>>;
-    auto res = std::make_shared<Response>(static_cast<bhttp::status>(status),
-                                          version_);
-    res->set(bhttp::field::server, "compactiond");
-    res->set(bhttp::field::content_type, content_type);
-    res->set(bhttp::field::cache_control, "no-store");
-    if (status == 503) res->set(bhttp::field::retry_after, "1");
-    res->keep_alive(keep_alive_);
-    res->content_length(body->size());
-    // The body is shared with other scrapes, never copied: the response
-    // only points into it, and the completion handler keeps it alive.
-    if (!head_)
-      res->body() = beast::span<const char>(body->data(), body->size());
+    Outgoing(int status, unsigned version, Body b)
+        : response(static_cast<bhttp::status>(status), version),
+          body(std::move(b)) {}
+    Response response;
+    Body body;
+    std::optional<bhttp::response_serializer<bhttp::span_body<const char>>>
+        serializer;
+  };
+
+  void Write(int status, const std::string& content_type, Body body) {
+    auto out = std::make_shared<Outgoing>(status, version_, std::move(body));
+    auto& res = out->response;
+    res.set(bhttp::field::server, "compactiond");
+    res.set(bhttp::field::content_type, content_type);
+    res.set(bhttp::field::cache_control, "no-store");
+    if (status == 503) res.set(bhttp::field::retry_after, "1");
+    res.keep_alive(keep_alive_);
+    res.content_length(out->body->size());
+    if (!head_) {
+      res.body() =
+          beast::span<const char>(out->body->data(), out->body->size());
+    }
+    out->serializer.emplace(res);
+    // One deadline for the whole response, across its partial writes.
     stream_.expires_after(kWriteTimeout);
     writing_ = true;
-    since_ = Clock::now();
-    bhttp::async_write(
-        stream_, *res,
-        [self = shared_from_this(), res, body](beast::error_code ec, size_t) {
-          self->OnWritten(ec);
+    since_ = last_progress_ = Clock::now();
+    WriteSome(std::move(out));
+  }
+
+  // Writes in parts, so that the time of the last part written is known
+  // (ReleaseSlotIfStalled).
+  void WriteSome(std::shared_ptr<Outgoing> out) {
+    auto& serializer = *out->serializer;
+    bhttp::async_write_some(
+        stream_, serializer,
+        [self = shared_from_this(), out = std::move(out)](
+            beast::error_code ec, size_t written) mutable {
+          if (written > 0) self->last_progress_ = Clock::now();
+          if (ec || self->closed_ || out->serializer->is_done()) {
+            self->OnWritten(ec);
+            return;
+          }
+          self->WriteSome(std::move(out));
         });
   }
 
@@ -320,6 +374,7 @@ class HttpServer::State::Session
   bool closed_ = false;
   bool holds_slot_ = false;
   Clock::time_point since_ = Clock::now();
+  Clock::time_point last_progress_ = Clock::now();  // of the current write
 };
 
 void HttpServer::State::Accept() {
@@ -443,9 +498,18 @@ std::optional<Clock::duration> HttpServer::State::ReserveScrape(
 }
 
 bool HttpServer::State::TakeWriterSlot() {
-  if (writers >= kMaxCachedWriters) return false;
+  if (writers >= kMaxCachedWriters && !ReclaimStalledSlots()) return false;
   ++writers;
   return true;
+}
+
+bool HttpServer::State::ReclaimStalledSlots() {
+  const Clock::time_point stalled_since = Clock::now() - kStalledWrite;
+  bool reclaimed = false;
+  for (const auto& s : sessions) {
+    reclaimed = s->ReleaseSlotIfStalled(stalled_since) || reclaimed;
+  }
+  return reclaimed;
 }
 
 void HttpServer::State::GetCached(Waiter waiter) {

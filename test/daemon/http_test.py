@@ -11,6 +11,8 @@ the session stuck writing to a client that does not read, never one that
 waits for its scrape turn.
 global: 600 peers of one connection each hold the daemon at its session
 cap; a probe from the lowest address still gets in.
+stalled: eight clients that never read their /metrics answers hold every
+writer slot; a scrape from another address is still served in full.
 load: at 1,000 topics, 200 idle connections plus 60 looping /metrics
 scrapers, then 64 clients that pipeline /metrics and never read; /healthz
 answers fast throughout and the daemon's RSS stays bounded.
@@ -542,6 +544,93 @@ def test_global():
         drop_schema(schema)
 
 
+# --- stalled: clients that never read do not hold /metrics at 503 ------------
+
+CACHED_WRITERS = 8   # daemon/http.cpp kMaxCachedWriters
+WRITE_TIMEOUT = 10   # daemon/http.cpp kWriteTimeout
+
+
+def non_reader(port):
+    """One /metrics request from 127.0.0.1 whose answer is never read, with
+    a small receive buffer, so that the daemon's write stalls mid-body."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.sendall(SCRAPE)
+    return s
+
+
+def scrape_from(address, port, timeout=5):
+    """GET /metrics from `address`: (status, body bytes, reason)."""
+    s = socket.socket()
+    try:
+        s.bind((address, 0))
+        s.settimeout(timeout)
+        s.connect(("127.0.0.1", port))
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        c.sock = s
+        c.request("GET", "/metrics")
+        r = c.getresponse()
+        body = r.read()
+        return r.status, len(body), body[:60]
+    except (OSError, http.client.HTTPException) as e:
+        return 0, 0, repr(e)
+    finally:
+        s.close()
+
+
+def test_stalled():
+    """Eight clients take every writer slot of /metrics and never read. A
+    scrape from another address still gets the whole body once their writes
+    have moved nothing for a second, well before their write deadline, and
+    the stalled clients are not cut off for it: their writes go on."""
+    schema = schema_name("stalled")
+    setup_schema(ARGS.binary, schema)
+    daemon = None
+    socks = []
+    try:
+        register_topics(schema, 1000)  # a body of some 400 kB: writes stall
+        daemon = Daemon(ARGS.binary, run_args(
+            schema, f"cd_http_stalled_{os.getpid()}"), name="http-stalled").start()
+        port = daemon.port
+        wait_for(lambda: daemon.metric("compaction_topics") == 1000, 60,
+                 "1000 topics loaded")
+        first = time.monotonic()
+        for _ in range(CACHED_WRITERS):
+            socks.append(non_reader(port))
+        queued = [wait_stalled(port, s) for s in socks]
+        stalled_at = time.monotonic()
+        results = []
+        while time.monotonic() - first < WRITE_TIMEOUT - 3:
+            results.append(scrape_from("127.0.0.2", port))
+            if results[-1][0] == 200:
+                break
+            time.sleep(0.25)
+        took = time.monotonic() - first
+        cut = [i for i, s in enumerate(socks) if closed_by_daemon(port, s)]
+        print(f"FIGURE http_stalled writers={len(socks)}"
+              f" send_queues_b={queued}"
+              f" stalled_after_s={stalled_at - first:.2f}"
+              f" scrapes={[r[0] for r in results]} ok_after_s={took:.2f}"
+              f" stalled_cut={cut}", flush=True)
+        check(results and results[-1][0] == 200,
+              f"/metrics while {len(socks)} writes stall: {results[-1:]}")
+        body = results[-1][1]
+        check(body > 100_000, f"body of {body} bytes")
+        # The stalled writes were mid-body, so they held their slots.
+        check(max(queued) < body // 2,
+              f"send queues {queued} against a body of {body} bytes")
+        check(not cut, f"stalled writers closed early: {cut}")
+        check(daemon.proc.poll() is None, "daemon exited")
+    finally:
+        for s in socks:
+            s.close()
+        if daemon:
+            daemon.stop()
+        drop_schema(schema)
+
+
 # --- load: 1,000 topics, idle + scrapers, then non-reading pipeliners ----------
 
 def register_topics(schema, count):
@@ -653,7 +742,7 @@ def test_load():
 
 
 TESTS = {"idle": test_idle, "evict": test_evict, "global": test_global,
-         "load": test_load}
+         "stalled": test_stalled, "load": test_load}
 
 
 def main():
