@@ -189,13 +189,16 @@ class HttpServer::State::Session
   // not read yet: while the loop admits a burst of connections (clients
   // that reconnect as fast as they are evicted), a probe's request can wait
   // there behind them, and its session would be the only idle one left.
-  // True when that was just found, which makes it rank as waiting.
-  bool NoteArrivedRequest() {
+  // True when that was just found, which makes it rank as waiting until
+  // ForgetArrivedRequest: for one choice of victim only, so that a client
+  // dribbling a request byte by byte does not keep the mark.
+  bool MarkArrivedRequest() {
     if (!idle_ || request_arrived_) return false;
     beast::error_code ec;
     request_arrived_ = stream_.socket().available(ec) > 0 && !ec;
     return request_arrived_;
   }
+  void ForgetArrivedRequest() { request_arrived_ = false; }
 
  private:
   int EvictionRank() const {
@@ -204,7 +207,6 @@ class HttpServer::State::Session
 
   void SetIdle(bool idle) {
     idle_ = idle;
-    request_arrived_ = false;
     writing_ = false;
     since_ = Clock::now();
   }
@@ -369,7 +371,7 @@ class HttpServer::State::Session
   bool keep_alive_ = false;
   bool head_ = false;
   bool idle_ = true;
-  bool request_arrived_ = false;  // while idle (NoteArrivedRequest)
+  bool request_arrived_ = false;  // MarkArrivedRequest
   bool writing_ = false;          // a response on its way out
   bool closed_ = false;
   bool holds_slot_ = false;
@@ -445,17 +447,22 @@ void HttpServer::State::MakeRoom(const Session& admitted) {
 
 std::shared_ptr<HttpServer::State::Session> HttpServer::State::PickVictim(
     const std::function<bool(const Session&)>& eligible) {
+  std::vector<std::shared_ptr<Session>> arrived;
+  std::shared_ptr<Session> victim;
   for (;;) {
-    std::shared_ptr<Session> victim;
+    victim = nullptr;
     for (const auto& s : sessions) {
       if (!eligible(*s)) continue;
       if (!victim || s->EvictBefore(*victim)) victim = s;
     }
-    // Each session turns at most once, so this looks again at most as
+    // Each session is marked at most once, so this looks again at most as
     // often as there are idle sessions with a request waiting: one socket
     // query per eviction in the usual case.
-    if (!victim || !victim->NoteArrivedRequest()) return victim;
+    if (!victim || !victim->MarkArrivedRequest()) break;
+    arrived.push_back(victim);
   }
+  for (const auto& s : arrived) s->ForgetArrivedRequest();
+  return victim;
 }
 
 void HttpServer::State::Evict(const std::shared_ptr<Session>& victim,
