@@ -36,8 +36,9 @@ constexpr auto kWriteTimeout = std::chrono::seconds(10);
 // usual 1,024-descriptor soft limit, with the database pool beside it.
 constexpr size_t kMaxSessions = 512;
 // One host (a Prometheus, a kubelet) needs a handful of connections. Above
-// this a peer's new connection closes that peer's own oldest idle session,
-// so one host cannot push other hosts' sessions out of the global table.
+// this a peer's new connection closes one of that peer's own sessions
+// (Session::EvictBefore), so one host cannot push other hosts' sessions out
+// of the global table.
 // It evicts rather than refuses because every client may share one address
 // (the kubelet's probes and a misbehaving scraper on the same node, or every
 // client of the tests on 127.0.0.1): a refused probe would be the outage.
@@ -79,6 +80,9 @@ constexpr auto kScrapeSpacing = std::chrono::milliseconds(100);
 // only after this long too: answered at once, a looping client would spin
 // and keep the loop busy with thousands of 503s a second.
 constexpr auto kMaxScrapeWait = std::chrono::seconds(2);
+// How many idle sessions with unread bytes one eviction passes over before
+// it closes the next best anyway: a probe's request is one of a few.
+constexpr size_t kMaxArrivedLooks = 4;
 // Evictions are logged as a count at most this often: under a flood one
 // line per eviction would itself be the denial of service.
 constexpr auto kEvictionLogInterval = std::chrono::seconds(10);
@@ -104,7 +108,8 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   void Admit(asio::ip::tcp::socket socket);
   void MakeRoom(const Session& admitted);
   // The session to close first (Session::EvictBefore) among those
-  // `eligible` accepts; null when none.
+  // `eligible` accepts; null when none. Asks the socket of an idle one
+  // whether bytes wait in it (Session::MarkArrivedRequest).
   std::shared_ptr<Session> PickVictim(
       const std::function<bool(const Session&)>& eligible);
   void Evict(const std::shared_ptr<Session>& victim, const char* reason);
@@ -185,13 +190,13 @@ class HttpServer::State::Session
     return since_ < other.since_;
   }
 
-  // An idle session whose request has reached its socket is not idle, only
-  // not read yet: while the loop admits a burst of connections (clients
-  // that reconnect as fast as they are evicted), a probe's request can wait
-  // there behind them, and its session would be the only idle one left.
-  // True when that was just found, which makes it rank as waiting until
-  // ForgetArrivedRequest: for one choice of victim only, so that a client
-  // dribbling a request byte by byte does not keep the mark.
+  // An idle session with bytes in its socket the loop has not read yet is
+  // not idle, most likely: while the loop admits a burst of connections
+  // (clients that reconnect as fast as they are evicted), a probe's request
+  // can wait there behind them, and its session would be the only idle one
+  // left. True when that was just found, which makes it rank as waiting
+  // until ForgetArrivedRequest: for one choice of victim only, so that a
+  // client dribbling a request byte by byte does not keep the mark.
   bool MarkArrivedRequest() {
     if (!idle_ || request_arrived_) return false;
     beast::error_code ec;
@@ -455,10 +460,13 @@ std::shared_ptr<HttpServer::State::Session> HttpServer::State::PickVictim(
       if (!eligible(*s)) continue;
       if (!victim || s->EvictBefore(*victim)) victim = s;
     }
-    // Each session is marked at most once, so this looks again at most as
-    // often as there are idle sessions with a request waiting: one socket
-    // query per eviction in the usual case.
-    if (!victim || !victim->MarkArrivedRequest()) break;
+    // One socket query per eviction in the usual case. The looks again are
+    // capped: clients dribbling bytes on many idle sessions would otherwise
+    // make one eviction a scan per session.
+    if (!victim || arrived.size() == kMaxArrivedLooks ||
+        !victim->MarkArrivedRequest()) {
+      break;
+    }
     arrived.push_back(victim);
   }
   for (const auto& s : arrived) s->ForgetArrivedRequest();
