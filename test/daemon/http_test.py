@@ -344,17 +344,18 @@ def test_idle():
 HEALTHZ_KEEP = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
 
 
-def stuck_writer(port, requests=4000):
-    """A connection that pipelines `requests` /healthz and never reads, with
-    a small segment size and receive buffer, so that the daemon's socket
-    buffers fill after a few hundred responses and its write stalls."""
+def stuck_writer(port, request=HEALTHZ_KEEP, count=4000):
+    """A connection that pipelines `count` copies of `request` and never
+    reads, with a small segment size and receive buffer, so that the
+    daemon's socket buffers fill (after a few hundred /healthz responses,
+    or within one large /metrics body) and its write stalls."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", port))
     s.settimeout(0.5)
     try:
-        s.sendall(HEALTHZ_KEEP * requests)
+        s.sendall(request * count)
     except socket.timeout:
         pass  # the daemon stopped reading: it is stuck already
     return s
@@ -550,17 +551,6 @@ CACHED_WRITERS = 8   # daemon/http.cpp kMaxCachedWriters
 WRITE_TIMEOUT = 10   # daemon/http.cpp kWriteTimeout
 
 
-def non_reader(port):
-    """One /metrics request from 127.0.0.1 whose answer is never read, with
-    a small receive buffer, so that the daemon's write stalls mid-body."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect(("127.0.0.1", port))
-    s.sendall(SCRAPE)
-    return s
-
-
 def scrape_from(address, port, timeout=5):
     """GET /metrics from `address`: (status, body bytes, reason)."""
     s = socket.socket()
@@ -598,7 +588,7 @@ def test_stalled():
                  "1000 topics loaded")
         first = time.monotonic()
         for _ in range(CACHED_WRITERS):
-            socks.append(non_reader(port))
+            socks.append(stuck_writer(port, SCRAPE, 1))  # stalls mid-body
         queued = [wait_stalled(port, s) for s in socks]
         stalled_at = time.monotonic()
         results = []
