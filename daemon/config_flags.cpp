@@ -1,5 +1,6 @@
 // The command line: settings as flags, the options of the command line
 // alone, the subcommands' flags (from the command table), and --help.
+#include <algorithm>
 #include <sstream>
 
 #include "daemon/cli/table.hpp"
@@ -63,6 +64,23 @@ po::options_description Positional() {
 
 std::string Flag(const std::string& key) { return "--" + key; }
 
+// The error for an option that names nothing. Only its name is quoted, and
+// only when it looks like one: Boost's own message quotes the whole word,
+// value included, and a mistyped "--DB=host=h password=pw" must not put the
+// password on stderr (the journal, the container log).
+std::string UnknownOption(const std::string& word) {
+  const size_t dashes = std::min(word.find_first_not_of('-'), word.size());
+  // A short option takes what follows its letter as its value ("-pVALUE").
+  const size_t end = dashes == 1 ? 2 : word.find('=');
+  const std::string key = word.substr(dashes, end - dashes);
+  if (!LooksLikeKey(key)) {
+    return "an unrecognised option (not shown: it does not look like an "
+           "option name; a conninfo goes in --db or the config file)";
+  }
+  return "unrecognised option '" + word.substr(0, dashes) + key + "'" +
+         DidYouMeanSetting(key, Flag);
+}
+
 po::variables_map ParseArgs(const std::vector<std::string>& args) {
   po::options_description all;
   all.add(SettingsOptions())
@@ -81,10 +99,7 @@ po::variables_map ParseArgs(const std::vector<std::string>& args) {
                   .run(),
               vm);
   } catch (const po::unknown_option& e) {
-    const std::string flag = e.get_option_name();
-    const std::string key = flag.substr(flag.find_first_not_of('-'));
-    throw ConfigError(std::string("command line: ") + e.what() +
-                      DidYouMeanSetting(key, Flag));
+    throw ConfigError("command line: " + UnknownOption(e.get_option_name()));
   } catch (const po::error& e) {
     throw ConfigError(std::string("command line: ") + e.what());
   }

@@ -41,18 +41,6 @@ Values ToValues(const po::parsed_options& parsed) {
   return out;
 }
 
-// Whether an unknown key may be quoted in an error: only when it looks like
-// a key. "host" of a line "host=h password=pw" is fine to show; the left
-// side of "postgres://u:pw@h/db?sslmode=require" is not.
-bool LooksLikeKey(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (!std::isalnum(u) && c != '-' && c != '_' && c != '.') return false;
-  }
-  return true;
-}
-
 std::string TrimSpace(const std::string& s) {
   const char* ws = " \t\r\n";
   size_t first = s.find_first_not_of(ws);

@@ -49,6 +49,15 @@ std::optional<std::string> Closest(const std::string& given,
   return best;
 }
 
+bool LooksLikeKey(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (!std::isalnum(u) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
 std::string DidYouMeanSetting(const std::string& key,
                               std::string (*format)(const std::string&)) {
   std::vector<std::string> names;

@@ -19,6 +19,13 @@ int EditDistance(const std::string& a, const std::string& b);
 std::optional<std::string> Closest(const std::string& given,
                                    const std::vector<std::string>& candidates);
 
+// Whether a name the user gave may be quoted in an error: only when it
+// looks like a key or command word (letters, digits, '-', '_', '.'; at most
+// 64). "host" of a line "host=h password=pw" is fine to show; a conninfo
+// ("postgres://u:pw@h/db", "password=pw") typed where a flag or command
+// was expected is not.
+bool LooksLikeKey(const std::string& name);
+
 // " (did you mean 'X'?)" for the setting key closest to `key`, or "".
 // `format` turns the key into how the user wrote it (flag, variable).
 std::string DidYouMeanSetting(const std::string& key,

@@ -9,6 +9,7 @@
 #include "daemon/app.hpp"
 #include "daemon/cli/cli.hpp"
 #include "daemon/cli/commands.hpp"
+#include "daemon/suggest.hpp"
 
 namespace compactiond::cli {
 namespace {
@@ -291,8 +292,14 @@ int Dispatch(const std::vector<std::string>& argv, Invocation& inv) {
       inv.command.empty() ? std::vector<std::string>{"run"} : inv.command;
   const Command* command = Find(words);
   if (command == nullptr) {
-    throw ConfigError("unknown command '" + Join(words, " ") +
-                      "' (see --help)");
+    // The words are quoted only when each looks like one: a conninfo given
+    // without --db lands here, and its password must not reach stderr.
+    const bool quotable = std::all_of(words.begin(), words.end(), LooksLikeKey);
+    throw ConfigError(
+        quotable ? "unknown command '" + Join(words, " ") + "' (see --help)"
+                 : "unknown command (not shown: a word of it does not look "
+                   "like a command; a conninfo goes in --db or the config "
+                   "file; see --help)");
   }
   Call call{argv, inv, {words.begin() + command->words.size(), words.end()}};
   CheckUse(*command, call);

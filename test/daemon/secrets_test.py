@@ -94,6 +94,33 @@ def case_argv_refused(workdir):
         no_leak(r, f"--db {db!r}")
 
 
+def case_argv_typos(workdir):
+    """A conninfo in a mistyped flag or where a command goes is not echoed."""
+    uri = f"postgresql://u:{SECRET}@h/db"
+    cases = [
+        # Boost's own message quoted the whole word, value included.
+        (["--dbb=host=x password=" + SECRET, "--check-config"],
+         "unrecognised option '--dbb' (did you mean '--db'?)"),
+        (["--DB=host=x password=" + SECRET], "unrecognised option '--DB'"),
+        (["run", f"--conninfo={uri}"], "unrecognised option '--conninfo'"),
+        ([f"--{uri}"], "an unrecognised option (not shown"),
+        ([f"-p{SECRET}"], "unrecognised option '-p'"),
+        # A conninfo given without --db is taken for a command.
+        ([uri], "unknown command (not shown"),
+        ([f"password={SECRET}", "host=h"], "unknown command (not shown"),
+    ]
+    for args, expected in cases:
+        r = run_cli(ARGS.binary, args, env=clean_env())
+        check(r.returncode == EXIT_USAGE,
+              f"{args[0][:12]}...: exit {r.returncode}, stderr {r.stderr!r}")
+        no_leak(r, f"argv {args[0][:12]}...")
+        check(expected in r.stderr,
+              f"{args[0][:12]}...: {expected!r} not in {r.stderr!r}")
+    # Words that look like one are still quoted, as before.
+    r = run_cli(ARGS.binary, ["topic", "frob"], env=clean_env())
+    check("unknown command 'topic frob'" in r.stderr, r.stderr)
+
+
 def case_config_parse_error(workdir):
     """A config-file line that does not parse is reported by number only."""
     # Boost.Program_options used to quote such a line whole.
@@ -198,6 +225,7 @@ def case_run(workdir):
 CASES = {
     "print_config": case_print_config,
     "argv_refused": case_argv_refused,
+    "argv_typos": case_argv_typos,
     "config_parse_error": case_config_parse_error,
     "permission_warning": case_permission_warning,
     "bounds": case_bounds,
