@@ -26,8 +26,10 @@
 //       │                      the role itself; retrying cannot help
 //       ├── LockTimeout        lock_timeout expired (55P03)
 //       ├── RetryableError     serialization failure or deadlock: retry the tx
-//       └── StatementCancelled the statement was cancelled (57014): a cancel
-//                              request (Janitor::Cancel) or statement_timeout
+//       └── StatementCancelled the statement was cancelled (57014):
+//                              statement_timeout or a cancel request from
+//                              outside (a sweep that Janitor::Cancel stops
+//                              returns with `cancelled` set instead)
 #pragma once
 
 #include <cstdint>
