@@ -123,7 +123,7 @@ const std::vector<SettingSpec>& SettingTable() {
               &S::duty_cycle, ToNumber),
       Setting("owner",
               "name of this replica in janitor_state (empty: host:pid)",
-              &S::owner, ToText),
+              &S::owner, ToOwner),
       Setting("cleaner-min-interval",
               "shortest log cleaner interval of a topic",
               &S::cleaner_min_interval, ToTimer),

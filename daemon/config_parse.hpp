@@ -37,7 +37,9 @@ Millis ToPause(const std::string& key, const std::string& v);
 Millis ToServerTimeout(const std::string& key, const std::string& v);
 double ToFraction(const std::string& key, const std::string& v);
 double ToNumber(const std::string& key, const std::string& v);
-std::string ToText(const std::string& key, const std::string& v);
+// The sweeps' claim owner: at most this many bytes of printable UTF-8.
+inline constexpr size_t kMaxOwnerBytes = 200;
+std::string ToOwner(const std::string& key, const std::string& v);
 std::string ToConninfo(const std::string& key, const std::string& v);
 std::string ToIdentifier(const std::string& key, const std::string& v);
 std::string ToSchema(const std::string& key, const std::string& v);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "compaction/janitor.hpp"
+#include "daemon/cli/common.hpp"
 #include "daemon/config_parse.hpp"
 #include "daemon/conninfo.hpp"
 #include "daemon/duration.hpp"
@@ -113,17 +114,31 @@ double ToFraction(const std::string& key, const std::string& v) {
   return x;
 }
 
-void CheckIdentifier(const std::string& key, const std::string& v) {
-  if (v.empty() || v.size() > 63) Invalid(key, v, "must be 1..63 characters");
-  for (char c : v) {
-    if (static_cast<unsigned char>(c) < 0x20) {
-      Invalid(key, v, "must not contain control characters");
-    }
+// A name sent to the server as text and shown in logs: printable UTF-8 of
+// at most `max` bytes. Neither refusal quotes the value: it may be huge, or
+// bytes a terminal would act on.
+void CheckName(const std::string& key, const std::string& v, size_t max) {
+  if (v.size() > max) {
+    throw ConfigError("invalid value for key '" + key + "': must be at most " +
+                      std::to_string(max) + " bytes");
+  }
+  if (!cli::IsPrintable(v)) {
+    throw ConfigError("invalid value for key '" + key +
+                      "': must be UTF-8 without control characters");
   }
 }
 
-// Any text (owner: empty means host:pid).
-std::string ToText(const std::string&, const std::string& v) { return v; }
+void CheckIdentifier(const std::string& key, const std::string& v) {
+  CheckName(key, v, 63);
+  if (v.empty()) Invalid(key, v, "must be 1..63 bytes");
+}
+
+// The sweeps' claim owner: empty means host:pid. Written into every
+// topic's claim row, so bounded like a name.
+std::string ToOwner(const std::string& key, const std::string& v) {
+  CheckName(key, v, kMaxOwnerBytes);
+  return v;
+}
 
 // A libpq conninfo or URI that libpq parses. libpq's message points at the
 // syntax; the value may hold a password, so Invalid() never quotes it.
@@ -271,6 +286,12 @@ std::pair<std::string, unsigned short> ParseListen(const std::string& key,
     }
     host = value.substr(1, close - 1);
     port = value.substr(close + 2);
+    // An empty host would bind every interface: say so in the value.
+    if (host.empty()) {
+      detail::Invalid(key, value,
+                      "the host is empty (write [::] or 0.0.0.0 "
+                      "to listen on every interface)");
+    }
   } else {
     size_t colon = value.rfind(':');
     if (colon == std::string::npos || colon == 0) {

@@ -75,6 +75,23 @@ void AppendHex(std::string& out, unsigned char c) {
 
 }  // namespace
 
+bool IsPrintable(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      const std::size_t len = Utf8Length(text, i);
+      if (len == 0) return false;
+      i += len;
+    } else if (c < 0x20 || c == 0x7F) {
+      return false;
+    } else {
+      ++i;
+    }
+  }
+  return true;
+}
+
 std::string Printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());

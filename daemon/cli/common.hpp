@@ -54,4 +54,10 @@ std::string RetentionText(Millis d);
 // terminal's cursor nor forge a line. JSON output escapes on its own.
 std::string Printable(std::string_view text);
 
+// True when Printable would escape nothing but backslashes: printable
+// ASCII and well-formed UTF-8 without C1 controls. What a configured name
+// (schema, owner) must be, since PostgreSQL refuses text that is not
+// UTF-8 (22021) and logs and tables would show it escaped.
+bool IsPrintable(std::string_view text);
+
 }  // namespace compactiond::cli

@@ -440,6 +440,36 @@ TEST_CASE("listen addresses") {
         std::pair<std::string, unsigned short>{"::1", 0});
   CHECK_THROWS_AS(ParseListen("listen", "[::1]"), ConfigError);
   CHECK_THROWS_AS(ParseListen("listen", "host:http"), ConfigError);
+  // An empty host would bind every interface (the resolver's wildcard).
+  CHECK_THROWS_WITH(ParseListen("listen", "[]:9473"),
+                    Catch::Contains("the host is empty"));
+  CHECK_THROWS_AS(ParseListen("listen", ":9473"), ConfigError);
+  CHECK(ParseListen("listen", "[::]:9473") ==
+        std::pair<std::string, unsigned short>{"::", 9473});
+}
+
+TEST_CASE("names sent as text are printable UTF-8 of bounded length") {
+  // PostgreSQL refuses text that is not UTF-8 (22021): at start-up, not at
+  // every sweep's claim.
+  const std::string not_utf8 = "\xff\xfe", overlong = "a\xc0\xaf";
+  for (const char* key : {"--schema", "--application-name", "--owner"}) {
+    for (const std::string& bad : {not_utf8, overlong, std::string("a\x1b[2Jb"),
+                                   std::string("\xc2\x9b")}) {
+      INFO(key << " " << bad.size());
+      const std::string error = ErrorOf({key, bad});
+      CHECK_THAT(error, Catch::Contains("without control characters"));
+      CHECK(error.find(bad) == std::string::npos);  // not quoted
+    }
+  }
+  CHECK_THAT(ErrorOf({"--owner", std::string(201, 'o')}),
+             Catch::Contains("at most 200 bytes"));
+  CHECK(ParseInvocation({"--owner", std::string(200, 'o')}).settings.owner ==
+        std::string(200, 'o'));
+  CHECK(ParseInvocation({"--owner", "r\xc3\xa9plica-1"}).settings.owner ==
+        "r\xc3\xa9plica-1");
+  CHECK(ParseInvocation({"--owner", ""}).settings.owner.empty());
+  CHECK(ParseInvocation({"--schema", "sch\xc3\xa9ma"}).settings.schema ==
+        "sch\xc3\xa9ma");
 }
 
 TEST_CASE(
