@@ -79,7 +79,6 @@ This package contains the shared library.")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libcompaction-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
-set(CPACK_DEBIAN_DEV_PACKAGE_ARCHITECTURE amd64)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
   "libcompaction0 (= ${DEB_SELF}), nlohmann-json3-dev (>= 3.11), libpq-dev")
 set(CPACK_DEBIAN_DEV_DESCRIPTION

@@ -79,9 +79,25 @@ def expressions(dashboard):
     return out
 
 
+def duplicate_panel_ids(dashboard):
+    """Panel ids used twice: Grafana's links, view mode and edits go by id."""
+    seen, dups = set(), set()
+
+    def walk(panels):
+        for p in panels:
+            (dups if p["id"] in seen else seen).add(p["id"])
+            walk(p.get("panels", []))
+    walk(dashboard["panels"])
+    return sorted(dups)
+
+
 def main():
     binary, dash_path = sys.argv[1:3]
     dashboard = json.load(open(dash_path))
+    dups = duplicate_panel_ids(dashboard)
+    if dups:
+        print(f"FAIL panel ids used more than once: {dups}")
+        return 1
     prom = shutil.which("prometheus")
     if not prom:
         print("FAIL prometheus not installed (apt-get install prometheus)")

@@ -56,11 +56,23 @@ mount -o remount,bind,ro "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
 touch "$root/probe" 2>/dev/null && fail "the root is writable"
-in_root() { chroot --userspec=65532:65532 "$root" /usr/bin/env -i HOME=/nonexistent "$@"; }
+# The image's environment: the Containerfile's ENV lines, as the image runs.
+mapfile -t image_env < <(sed -n 's/^ENV //p' "$(dirname "$0")/../../deploy/container/Containerfile")
+in_root() {
+  chroot --userspec=65532:65532 "$root" /usr/bin/env -i HOME=/nonexistent "${image_env[@]}" "$@"
+}
 
 version=$(in_root /usr/bin/compactiond --version)
 step "in the root as 65532: $version"
 grep -q '^compactiond:' "$root/etc/passwd" || fail "postinst created no compactiond user"
+
+# A config file mounted over the packaged one is read: the image names it.
+config=$(in_root /usr/bin/compactiond --print-config)
+grep -qx 'schema = compaction  # file' <<<"$config" \
+  || fail "the image reads no config file: $(head -3 <<<"$config")"
+grep -qx 'listen = 0.0.0.0:9473  # environment' <<<"$config" \
+  || fail "the image's listen: $(grep '^listen' <<<"$config")"
+step "the image reads /etc/compactiond/compactiond.conf, listens on 0.0.0.0:9473"
 
 db="host=127.0.0.1 port=${PGPORT:?} user=${PGUSER:-postgres} dbname=${PGDATABASE:-postgres}"
 schema=img_$$
@@ -72,7 +84,7 @@ step "sweep --once over TCP: $sweep"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # Not through in_root: $! must be compactiond itself (chroot and env exec it).
-chroot --userspec=65532:65532 "$root" /usr/bin/env -i HOME=/nonexistent \
+chroot --userspec=65532:65532 "$root" /usr/bin/env -i HOME=/nonexistent "${image_env[@]}" \
   /usr/bin/compactiond run --db "$db" --schema "$schema" --listen "127.0.0.1:$port" \
   --log-level warn &
 pids+=($!)
