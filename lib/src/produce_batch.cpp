@@ -173,16 +173,10 @@ bool TopicGone(const DatabaseError& e) {
 std::vector<ProduceResult> RunCommitted(ClientCore& core, pg::Session s,
                                         const TopicInfo& topic,
                                         std::span<const BatchElement> batch) {
-  pg::CommittedExec done;
-  try {
-    done = pg::ExecCommitted(s, kOp, BuildStatement(core, topic, batch));
-  } catch (const DatabaseError& e) {
-    // WithTopic re-resolves a destroyed topic on undefined_table.
-    if (e.sqlstate() == pg::kUndefinedFunction) {
-      throw DatabaseError(kOp, std::string(pg::kUndefinedTable), e.what());
-    }
-    throw;
-  }
+  // A destroyed topic's produce_batch_<id> is undefined_function, which
+  // WithTopic takes for the cue to resolve the topic again.
+  const pg::CommittedExec done =
+      pg::ExecCommitted(s, kOp, BuildStatement(core, topic, batch));
   std::optional<std::vector<ProduceResult>> results;
   if (done.rows) results = Decode(done.rows, batch.size());
   if (!done.in_doubt && results) return *results;

@@ -58,9 +58,10 @@ std::optional<LookedUp> RunWithLookup(
     const std::function<std::vector<pg::Statement>(const TopicInfo&)>& build);
 
 // Runs fn(session, topic) on a pooled connection with the topic resolved
-// through the client's cache. When the cached id names a table that no
-// longer exists (the topic was destroyed, perhaps re-created), resolves
-// again and retries once.
+// through the client's cache. When the cached id names a table or function
+// that no longer exists (the topic was destroyed, perhaps re-created; an
+// autocommit compacted produce calls produce_<id>), resolves again and
+// retries once.
 template <class F>
 decltype(auto) WithTopic(ClientCore& core, const char* operation,
                          const std::string& name, F&& fn) {
@@ -70,7 +71,10 @@ decltype(auto) WithTopic(ClientCore& core, const char* operation,
     try {
       return fn(session, *topic);
     } catch (const DatabaseError& e) {
-      if (e.sqlstate() != pg::kUndefinedTable) throw;
+      if (e.sqlstate() != pg::kUndefinedTable &&
+          e.sqlstate() != pg::kUndefinedFunction) {
+        throw;
+      }
       core.ForgetTopic(name);
       return fn(session, ResolveTopic(core, session, operation, name));
     }

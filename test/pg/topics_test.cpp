@@ -100,6 +100,33 @@ TEST_CASE(
   CHECK(topic.Key("k").CompactionHead()->message.value == 7);
 }
 
+TEST_CASE(
+    "an autocommit compacted Produce notices its topic destroyed and "
+    "re-created by another client") {
+  // It calls the topic's function produce_<id>: with the topic gone the
+  // error is undefined_function, not undefined_table, and the cached id
+  // used to be kept, so every later Produce failed the same way.
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("swap");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  producer.Produce(Counter{1}, {"k", compaction::CompactionOptions{}});
+  auto other = db.NewClient(1).Topic<Counter>("swap");
+  other.Destroy();
+  CHECK_THROWS_AS(
+      producer.Produce(Counter{2}, {"k", compaction::CompactionOptions{}}),
+      compaction::TopicNotFound);
+  other.Register();
+  for (std::int64_t v : {3, 4}) {
+    const auto r =
+        producer.Produce(Counter{v}, {"k", compaction::CompactionOptions{}});
+    CHECK(r.head_advanced);
+  }
+  CHECK(other.Key("k").CompactionHead()->message.value == 4);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.QuotedSchema() + ".message_" +
+                     std::to_string(db.TopicId("swap"))) == 2);
+}
+
 TEST_CASE("InstallSchema is idempotent and concurrent installs succeed") {
   LiveDb db;
   db.client().InstallSchema();
