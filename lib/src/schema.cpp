@@ -38,12 +38,19 @@ class Fnv1a64 {
   std::uint64_t hash_ = 0xcbf29ce484222325ULL;
 };
 
-// The baselines put the schema inside dollar-quoted function and DO bodies,
-// where a '$' of the name could end the quoting early.
+// The baselines put the quoted schema inside dollar-quoted function and DO
+// bodies, where a '$' of the name could end the quoting early, and inside
+// the string literals of the SQL those functions build, where a "'" could
+// end the literal: "a'||'b" installed, and the janitor's SECURITY DEFINER
+// sweeps then read the TTLs of a schema "ab" whoever creates it controls.
 void ValidateInstallableSchema(const ClientCore& core, const char* operation) {
-  if (core.options().schema.find('$') != std::string::npos) {
-    throw InvalidArgument(operation,
-                          "schema name must not contain '$' to be installed");
+  const std::string& schema = core.options().schema;
+  for (const char c : {'$', '\''}) {
+    if (schema.find(c) != std::string::npos) {
+      throw InvalidArgument(operation,
+                            std::string("schema name must not contain '") + c +
+                                "' to be installed");
+    }
   }
 }
 

@@ -103,6 +103,23 @@ TEST_CASE("a schema name with placeholder braces is used as it is") {
   raw.TryExec("DROP SCHEMA IF EXISTS \"" + schema + "\" CASCADE");
 }
 
+TEST_CASE("a schema name with a quote or a dollar is refused before install") {
+  // Both end a quoting the baselines put the schema name in: "a'||'b"
+  // installed, and the janitor's sweeps then read the TTLs of schema "ab".
+  RawConn raw;
+  for (const std::string schema : {"a'||'b", "o'k", "a$b"}) {
+    INFO(schema);
+    ClientOptions options;
+    options.schema = schema + Unique("_");
+    Client client = Client::Connect("", options);
+    CHECK_THROWS_AS(client.InstallSchema(), compaction::InvalidArgument);
+    CHECK_THROWS_WITH(client.InstallSchema(),
+                      Catch::Contains("schema name must not contain"));
+    CHECK(raw.Int("SELECT count(*) FROM pg_namespace WHERE nspname = $1",
+                  {options.schema}) == 0);
+  }
+}
+
 namespace {
 
 // Statements prepared on the library's (single) pooled connection;
