@@ -1,5 +1,6 @@
 // The log's figures of the topic stats (the cleaner's bookkeeping and lag)
 // and the count of planted timestamps; see stats_parts.hpp.
+#include <algorithm>
 #include <unordered_map>
 
 #include "rows.hpp"
@@ -84,9 +85,14 @@ void ParseCleaner(const pg::Result& r, int row, TopicStats& out) {
 
 std::optional<JanitorState::TimePoint> OptTime(const pg::Result& r, int row,
                                                int col) {
+  // Clamped here, as Micros clamps in SQL (these columns are read as the
+  // shorter ShortMicros): a time the janitor role planted, year 9999 say,
+  // would overflow the nanosecond system_clock.
+  constexpr std::int64_t kYear1900 = -2208988800LL * 1000000;
+  constexpr std::int64_t kYear2200 = 7258118400LL * 1000000;
   const std::optional<std::int64_t> us = pg::OptInt64(r, row, col);
   if (!us) return std::nullopt;
-  return FromMicros(*us);
+  return FromMicros(std::clamp(*us, kYear1900, kYear2200));
 }
 
 bool IsTopicFault(const DatabaseError& e) {

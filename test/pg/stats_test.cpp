@@ -456,3 +456,27 @@ TEST_CASE("one broken topic never fails the stats of the others", "[stats]") {
     CHECK(t.stats.headless_rows == i % 7);
   }
 }
+
+TEST_CASE("a janitor time planted far in the future reads as the year 2200",
+          "[stats]") {
+  // The janitor role may write janitor_state's bookkeeping columns; year
+  // 9999 in microseconds overflowed the nanosecond system_clock.
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("planted");
+  topic.Register();
+  compaction::Janitor(db.client()).SweepHeadless("planted");
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                 ".janitor_state SET last_success_at = '9999-01-01 00:00+00', "
+                 "claimed_until = '9999-01-01 00:00+00', claimed_by = 'x' "
+                 "WHERE topic_id = " +
+                 std::to_string(db.TopicId("planted")));
+  const auto year2200 =
+      std::chrono::system_clock::time_point(std::chrono::seconds(7258118400LL));
+  for (const auto& stats :
+       {topic.Stats().janitor, db.client().ListTopicStats()[0].stats.janitor}) {
+    REQUIRE(stats.last_success_at.has_value());
+    CHECK(*stats.last_success_at == year2200);
+    REQUIRE(stats.claimed_until.has_value());
+    CHECK(*stats.claimed_until == year2200);
+  }
+}
