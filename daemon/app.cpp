@@ -101,12 +101,16 @@ void App::BuildListener() {
             // probe the database now instead of at the next refresh.
             if (!connected) asio::post(io_, [this] { stats_->RefreshNow(); });
           },
+          // On the listener's thread: settings_ is read on the event
+          // loop's, where a reload assigns it.
           [this] {
-            LogWarn("listener",
-                    "LISTEN does not work on this connection; polling the "
-                    "topic list instead",
-                    {{"topic_refresh_interval",
-                      FormatDuration(settings_.topic_refresh_interval)}});
+            asio::post(io_, [this] {
+              LogWarn("listener",
+                      "LISTEN does not work on this connection; polling the "
+                      "topic list instead",
+                      {{"topic_refresh_interval",
+                        FormatDuration(settings_.topic_refresh_interval)}});
+            });
           }});
 }
 

@@ -20,7 +20,9 @@ StatsCache::StatsCache(asio::io_context& io, WorkerPool& pool, Database& db,
           [this](Outcome<std::vector<compaction::TopicOverview>>& outcome,
                  const std::shared_ptr<compaction::Client>&) {
             Publish(outcome);
-          }) {}
+          }) {
+  job_.SetRetry(period);
+}
 
 void StatsCache::Publish(
     Outcome<std::vector<compaction::TopicOverview>>& outcome) {

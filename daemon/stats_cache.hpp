@@ -33,7 +33,13 @@ class StatsCache {
   void Start() { job_.Start(); }
   void Stop() { job_.Stop(); }
   void RefreshNow() { job_.Trigger(); }
-  void SetPeriod(Millis period) { job_.SetPeriod(period); }
+  // A failed refresh is retried a period later too: the refresh that failed
+  // (a stats-timeout on a loaded server, say) is the daemon's heaviest
+  // query, and retrying it every second would add to that load.
+  void SetPeriod(Millis period) {
+    job_.SetPeriod(period);
+    job_.SetRetry(period);
+  }
   void SetExactCountLimit(std::int64_t limit) { exact_count_limit_ = limit; }
 
  private:

@@ -1072,6 +1072,34 @@ def test_stats_timeout():
         holder.kill()
         drop_schema(schema)
 
+def test_stats_retry():
+    """A failing statistics refresh (the head table locked, so every query
+    of it outlives stats-timeout) is retried a stats-interval later, not
+    every second: it is the daemon's heaviest query, and it failed because
+    the server was slow."""
+    schema = schema_name("stats_retry")
+    holder = locked_topic(ARGS.binary, schema)
+    daemon = None
+    try:
+        daemon = Daemon(ARGS.binary, base_args(
+            schema, f"cd_stats_retry_{os.getpid()}", "--stats-interval", "20s",
+            "--stats-timeout", "200ms"), name="stats_retry").start()
+        wait_for(lambda: (daemon.metric(
+            "compaction_stats_refresh_failures_total") or 0) >= 1, 10,
+            "a first failed refresh")
+        time.sleep(6)
+        # The start's refresh and the one the topic list asks for: 2 at most
+        # (a retry every second would have made 6 or more by now).
+        failures = daemon.metric("compaction_stats_refresh_failures_total")
+        log(f"FIGURE stats_retry failures_in_6s={failures}")
+        check(failures <= 2, f"{failures} failed refreshes in 6 s")
+    finally:
+        if daemon:
+            daemon.stop()
+        holder.kill()
+        drop_schema(schema)
+
+
 TESTS = {
     "ttl_bounds": test_ttl_bounds,
     "many_topics": test_many_topics,
@@ -1087,6 +1115,7 @@ TESTS = {
     "cli": test_cli,
     "systemd_notify": test_systemd_notify,
     "stats_timeout": test_stats_timeout,
+    "stats_retry": test_stats_retry,
 }
 
 
