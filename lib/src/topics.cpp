@@ -71,6 +71,14 @@ void NotifyTopicChange(ClientCore& core, pg::Session session,
                .Add(std::string(kTopicEventChannel)));
 }
 
+// What a Register that asks an existing topic for other partitions gets.
+InvalidArgument PartitionsFixed(const std::string& name, int requested) {
+  return InvalidArgument("Register", "partitions of topic \"" + name +
+                                         "\" are fixed at its creation (" +
+                                         std::to_string(requested) +
+                                         " requested)");
+}
+
 // Before register_topic: when the topic exists with another value of a
 // setting the caller set, changes it as the caller (in autocommit, like
 // the registration after it). The application role is refused (42501).
@@ -91,13 +99,18 @@ void UpdateChangedSettings(ClientCore& core, pg::Session s,
       "($2::bigint <> t.headless_ttl_ms OR $3::bigint <> t.retention_ms OR "
       "$4::bigint <> t.tombstone_retention_ms OR "
       "$5::bigint <> t.consumer_inactive_after_ms)";
-  pg::Result found = pg::Exec(s, kOp,
-                              "SELECT " + differs + " FROM " + core.schema() +
-                                  ".topic t WHERE t.name = $1::text",
-                              params);
-  if (found.rows() == 0 || pg::IsNull(found, 0, 0) || !pg::Bool(found, 0, 0)) {
-    return;  // new (register_topic applies the settings) or unchanged
+  pg::Result found =
+      pg::Exec(s, kOp,
+               "SELECT " + differs + ", t.partitions FROM " + core.schema() +
+                   ".topic t WHERE t.name = $1::text",
+               params);
+  if (found.rows() == 0) return;  // new: register_topic applies them
+  // Refused before the UPDATE commits the other settings, not after it by
+  // register_topic: an InvalidArgument writes nothing.
+  if (config.partitions && *config.partitions != pg::Int64(found, 0, 1)) {
+    throw PartitionsFixed(name, *config.partitions);
   }
+  if (pg::IsNull(found, 0, 0) || !pg::Bool(found, 0, 0)) return;  // same
   try {
     pg::Exec(s, kOp,
              "UPDATE " + core.schema() +
@@ -320,10 +333,7 @@ TopicInfo RegisterTopic(ClientCore& core, const std::string& name,
       // Only register_topic raises this: partitions differ from the
       // existing topic's, which are fixed at its creation.
       if (e.sqlstate() == pg::kInvalidParameterValue && config.partitions) {
-        throw InvalidArgument(kOp, "partitions of topic \"" + name +
-                                       "\" are fixed at its creation (" +
-                                       std::to_string(*config.partitions) +
-                                       " requested)");
+        throw PartitionsFixed(name, *config.partitions);
       }
       RethrowSchemaMissing(core, kOp, e);
     }

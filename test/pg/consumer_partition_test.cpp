@@ -81,6 +81,15 @@ TEST_CASE("partitions are set at creation and fixed afterwards") {
   CHECK(four.Register(inactive).consumer_inactive_after == 90s);
   CHECK(four.Register().consumer_inactive_after == 90s);
   CHECK(four.Info().partitions == 4);
+  // Refused whole: the other settings asked for with the wrong partitions
+  // are not applied either (they were, before the refusal).
+  TopicConfig both = Partitions(8);
+  both.retention = std::chrono::hours(1);
+  both.consumer_inactive_after = 30s;
+  CHECK_THROWS_WITH(four.Register(both),
+                    Catch::Contains("fixed at its creation (8 requested)"));
+  CHECK(four.Info().retention != std::chrono::hours(1));
+  CHECK(four.Info().consumer_inactive_after == 90s);
 }
 
 TEST_CASE("a key's messages share a partition, unkeyed ones spread") {
