@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "consumer_support.hpp"
 #include "live_db.hpp"
 
 using compaction::CompactionOptions;
@@ -479,4 +480,38 @@ TEST_CASE("a janitor time planted far in the future reads as the year 2200",
     REQUIRE(stats.claimed_until.has_value());
     CHECK(*stats.claimed_until == year2200);
   }
+}
+
+TEST_CASE("consumer lag skips a topic destroyed while it counts", "[stats]") {
+  // consumer_lag checks that a topic's message table exists, then counts
+  // in it: a Destroy committing in between made the count fail with
+  // undefined_table, and every topic's consumers_error with it.
+  LiveDb db;
+  for (const char* name : {"gone", "kept"}) {
+    auto topic = db.client().Topic<Counter>(name);
+    topic.Register();
+    auto consumer = topic.Consumer("c");
+    testing::ConsumeAll(db.client(), consumer);  // positions exist
+    topic.RegisterProducer().Produce(Counter{1},
+                                     {"k", compaction::CompactionOptions{}});
+  }
+  RawConn destroyer;
+  destroyer.Query("BEGIN");
+  destroyer.Query("DELETE FROM " + db.QuotedSchema() +
+                  ".topic WHERE id = " + std::to_string(db.TopicId("gone")));
+  destroyer.Query("DROP TABLE " + db.HeadTable("gone") + ", " +
+                  db.MessageTable("gone"));
+  RawConn reader;
+  auto lag = std::async(std::launch::async, [&] {
+    return reader.Query("SELECT topic, lag_messages FROM " + db.QuotedSchema() +
+                        ".consumer_lag(100)");
+  });
+  const bool waited =
+      testing::WaitForLockWait(db.raw(), "consumer_lag(", db.schema());
+  destroyer.Query("COMMIT");
+  REQUIRE(waited);
+  const auto rows = lag.get();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0][0] == "kept");
+  CHECK(rows[0][1] == "1");
 }

@@ -46,7 +46,7 @@ struct ConsumerLag {
   int partitions = 0;
   // Committed messages it has not consumed: exact up to the stats'
   // exact_count_limit per partition; lag_messages_capped when a partition
-  // reached it (the true figure is higher).
+  // reached it (the true figure is that or higher: "at least").
   std::int64_t lag_messages = 0;
   bool lag_messages_capped = false;
   // Age of the oldest committed message it has not consumed (of those
