@@ -896,3 +896,35 @@ TEST_CASE("Cancel stops a cleaner pass, its batch rolls back") {
   // The next pass does the work.
   CHECK(janitor.CompactLog("cancel").deleted == 5);
 }
+
+TEST_CASE(
+    "a full pass an older open transaction keeps from moving is no backlog") {
+  // Each pass walks from the final position; a pending one turns final
+  // only once every older transaction has ended. Until then a pass that
+  // deletes nothing walks the same rows to the same end, and a scheduler
+  // that took "stopped at the limit" for a backlog repeated it at once.
+  LiveDb db;
+  auto topic = db.client().Topic<Counter>("held_back");
+  topic.Register(Immediate());
+  auto producer = topic.RegisterProducer();
+  for (int i = 0; i < 60; ++i) {  // heads only: nothing to delete
+    producer.Produce(Counter{i}, Compacted("k" + std::to_string(i)));
+  }
+  RawConn older;  // a long transaction with an xid, any role's
+  older.Query("BEGIN");
+  older.Query("SELECT pg_current_xact_id()");
+  compaction::SweepOptions o;
+  o.batch_size = 10;
+  o.max_batches = 3;
+  Janitor janitor(db.client());
+  const CompactResult first = janitor.CompactLog("held_back", o);
+  CHECK(first.deleted == 0);
+  CHECK(first.stopped_at_limit);  // recorded a new pending position
+  const CompactResult second = janitor.CompactLog("held_back", o);
+  CHECK(second.deleted == 0);
+  CHECK(second.batches == 3);
+  CHECK_FALSE(second.stopped_at_limit);  // held back: nothing recorded
+  older.Query("COMMIT");
+  const CompactResult third = janitor.CompactLog("held_back", o);
+  CHECK(third.stopped_at_limit);  // moving again
+}

@@ -90,12 +90,15 @@ COMPACTION_EXPORT std::optional<SweepOptionsError> CheckSweepOptions(
     const SweepOptions& options);
 
 struct SweepResult {
-  std::int64_t deleted = 0;       // rows deleted by committed batches
-  int batches = 0;                // batches committed
-  bool stopped_at_limit = false;  // max_batches ran, all full: rows may remain
-  bool skipped = false;           // another owner held the topic's claim
-  std::string claimed_by;         // that owner, when skipped
-  bool cancelled = false;         // Cancel() stopped the sweep early
+  std::int64_t deleted = 0;  // rows deleted by committed batches
+  int batches = 0;           // batches committed
+  // max_batches ran, all full: rows may remain. CompactLog leaves it false
+  // for a pass that deleted nothing and could not move its positions (an
+  // older transaction still open): repeating it at once would not help.
+  bool stopped_at_limit = false;
+  bool skipped = false;    // another owner held the topic's claim
+  std::string claimed_by;  // that owner, when skipped
+  bool cancelled = false;  // Cancel() stopped the sweep early
   // Our claim lapsed (a batch outlasted claim_ttl) and another owner took
   // the topic over; the sweep stopped and left the bookkeeping to it.
   bool lost_claim = false;

@@ -102,6 +102,7 @@ void CleanerBatches::Load(pg::Session s, std::int64_t topic_id) {
     if (c.pending) c.pending_xmax = pg::Text(row, 0, col + 2);
     c.pending_final = pg::Bool(row, 0, col + 3);
     c.at = c.position;
+    c.start = c.position;
     c.done = forever;
   };
   load(messages_, 0, pg::Bool(row, 0, 8));

@@ -36,6 +36,14 @@ class CleanerBatches final : public BatchKind {
   // Tombstoned keys this pass turned headless (committed batches).
   std::int64_t tombstones_expired() const { return tombstones_expired_; }
 
+  // True when this pass moved neither walk's position: typically each one
+  // started from a pending position an older transaction holds back (not
+  // final until it ends), past which nothing new can be recorded. The next
+  // pass then walks the same range again.
+  bool stalled() const {
+    return loaded_ && !tombstones_.moved() && !messages_.moved();
+  }
+
   static constexpr const char* kOperation = "CompactLog";
 
   // How many tombstoned keys a pass counts at most (TopicStats).
@@ -50,10 +58,13 @@ class CleanerBatches final : public BatchKind {
     bool pending_final = false;  // every xid below pending_xmax had ended
                                  // when this pass started
     bool pending_ours = false;   // set by this pass
+    std::int64_t start = 0;      // the final position this pass started at
     std::int64_t at = 0;         // where this pass got to
     bool done = false;           // this pass's walk is over
     // Moves to `frontier`, reached under a snapshot whose xmax is `xmax`.
     void Advance(std::int64_t frontier, const std::string& xmax);
+    // Whether this pass recorded anything: a new final or pending position.
+    bool moved() const { return position != start || pending_ours; }
   };
 
   // The outcome of one walk's batch.
