@@ -41,22 +41,26 @@ void StatsCache::Publish(
   ReportUnreadable(*outcome.value);
   ReportConsumersUnreadable(*outcome.value);
   for (const compaction::TopicOverview& t : *outcome.value) {
-    if (!t.error.empty()) continue;
     // Series exist only for topics the scheduler knows, so a topic destroyed
     // between the two queries does not come back.
     if (!probe_.HasTopic(t.info.name)) continue;
+    // The consumers' lag is read apart from the topic's own figures, so it
+    // is published even when those are unreadable: left at its last value
+    // it would keep the lag alerts quiet. Unread, its series go.
+    if (t.stats.consumers_error.empty()) {
+      probe_.SetConsumers(t.info.name, t.stats.consumers);
+    } else {
+      probe_.ConsumersUnreadable(t.info.name);
+    }
+    // Unreadable figures keep their last values; the topic is counted in
+    // compaction_stats_unreadable_topics and logged (ReportUnreadable).
+    if (!t.error.empty()) continue;
     probe_.SetHeadless(t.info.name, t.stats.headless_rows,
                        t.stats.headless_rows_estimated,
                        t.stats.oldest_headless_age);
     probe_.SetLog(t.info.name, t.stats.estimated_messages,
                   t.stats.tombstoned_keys, t.stats.cleaner_lag);
     probe_.SetInvalidTimestampRows(t.info.name, t.stats.invalid_timestamp_rows);
-    // Unread, the consumers' series go rather than stay at stale values.
-    if (t.stats.consumers_error.empty()) {
-      probe_.SetConsumers(t.info.name, t.stats.consumers);
-    } else {
-      probe_.ConsumersUnreadable(t.info.name);
-    }
     ReportInvalid(t);
   }
   probe_.StatsRefreshed();

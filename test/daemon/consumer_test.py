@@ -14,8 +14,9 @@
                     standing: headless and log figures published, no
                     refresh failure counted, one warning, and
                     compaction_consumer_lag_unreadable 1; the consumer
-                    series come back when it reads again, and go (not left
-                    at their last values) when it fails once more.
+                    series come back when it reads again, follow the log
+                    while the topic's own figures are unreadable, and go
+                    (not left at their last values) when it fails once more.
   consumer_cli      consumer list [--json], consumer reset --to-start and
                     --to-end, consumer drop (refused to the app role, with
                     the owner named) and their usage errors.
@@ -238,6 +239,16 @@ def test_consumer_lag_fails():
               "no recovery line")
         check(daemon.log_text().count("consumer lag unreadable") == 1,
               "warned more than once")
+        # The topic's own figures unreadable (its head table altered by
+        # hand): its consumers' lag, read apart, still follows the log.
+        psql(f'ALTER TABLE "{schema}".compaction_head_{tid} '
+             "DROP COLUMN idle_since")
+        wait_for(lambda: daemon.metric("compaction_stats_unreadable_topics")
+                 == 1, 15, "the topic's statistics unreadable")
+        produce(schema, tid, 2)
+        wait_for(lambda: daemon.metric("compaction_consumer_lag_messages",
+                                       topic="t", consumer="c") == 6,
+                 15, "the lag to follow the log (not left at 4)")
         # Broken again after a good read: a lag of 4 left standing would
         # read as a healthy consumer while nothing is known.
         psql(f"ALTER FUNCTION {fn}(bigint) RENAME TO consumer_lag_gone")
