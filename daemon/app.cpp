@@ -256,9 +256,15 @@ void App::OnTopics(Outcome<std::vector<compaction::TopicInfo>>& outcome) {
                 {"hint", IsSchemaMissing(outcome.error)
                              ? "run: compactiond schema install"
                              : ""}});
+      // Not ready until a listing succeeds: the list in hand may be
+      // stale, and whatever failed it fails the sweeps as well.
+      topics_loaded_ = false;
+      topics_error_ = Describe(outcome.error);
+      UpdateReady();
     }
     return;
   }
+  topics_error_.clear();
   size_t before = scheduler_->topic_count();
   scheduler_->SetTopics(*outcome.value);
   LogDebug("app", "topics listed",
@@ -290,7 +296,9 @@ HttpResponse App::Handle(const std::string& path) {
     if (ready_) return {200, "text/plain; charset=utf-8", "ready\n"};
     std::string why = stopping_    ? "shutting down"
                       : !db_->up() ? db_->down_reason()
-                                   : "topics not loaded";
+                      : topics_error_.empty()
+                          ? "topics not loaded"
+                          : "cannot list topics: " + topics_error_;
     return {503, "text/plain; charset=utf-8", "not ready: " + why + "\n"};
   }
   if (path == "/") {

@@ -74,7 +74,11 @@ class App {
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<TopicListener> listener_;  // null: listen-notify = false
 
+  // The last topic listing succeeded. A listing that fails for another
+  // reason than a lost connection (schema missing on a new primary, a
+  // revoked privilege) clears it: every sweep would fail too.
   bool topics_loaded_ = false;
+  std::string topics_error_;  // why the last listing failed, for /readyz
   bool ready_ = false;
   bool stopping_ = false;
   bool reloading_ = false;     // a reload thread is reading

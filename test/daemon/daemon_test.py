@@ -1100,6 +1100,36 @@ def test_stats_retry():
         drop_schema(schema)
 
 
+def test_topics_unlisted():
+    """Ready only while the topic list reads: a listing that fails for
+    another reason than a lost connection (here the topic table renamed,
+    as a schema missing on a new primary or a revoked grant would fail it)
+    makes /readyz 503 with the error, and a listing that works again makes
+    it 200. Ready used to stay 200 on the stale list."""
+    schema = schema_name("unlisted")
+    setup_schema(ARGS.binary, schema)
+    daemon = None
+    try:
+        register(ARGS.binary, schema, "orders", "1h")
+        daemon = Daemon(ARGS.binary, base_args(
+            schema, f"cd_unlisted_{os.getpid()}", "--topic-refresh-interval",
+            "1s", "--reconnect-max", "1s"), name="unlisted").start()
+        daemon.wait_ready()
+        psql(f'ALTER TABLE "{schema}".topic RENAME TO topic_gone')
+        wait_for(lambda: daemon.get("/readyz")[0] == 503, 10,
+                 "/readyz 503 while the topics cannot be listed")
+        status, body = daemon.get("/readyz")
+        check("cannot list topics" in body, f"/readyz said: {body!r}")
+        check(daemon.metric("compaction_ready") == 0, "compaction_ready not 0")
+        psql(f'ALTER TABLE "{schema}".topic_gone RENAME TO topic')
+        wait_for(lambda: daemon.get("/readyz")[0] == 200, 10,
+                 "/readyz 200 once the topics list again")
+    finally:
+        if daemon:
+            daemon.stop()
+        drop_schema(schema)
+
+
 TESTS = {
     "ttl_bounds": test_ttl_bounds,
     "many_topics": test_many_topics,
@@ -1116,6 +1146,7 @@ TESTS = {
     "systemd_notify": test_systemd_notify,
     "stats_timeout": test_stats_timeout,
     "stats_retry": test_stats_retry,
+    "topics_unlisted": test_topics_unlisted,
 }
 
 
