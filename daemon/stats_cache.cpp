@@ -63,6 +63,7 @@ void StatsCache::Publish(
     probe_.SetInvalidTimestampRows(t.info.name, t.stats.invalid_timestamp_rows);
     ReportInvalid(t);
   }
+  ForgetInvalidOfGoneTopics(*outcome.value);
   probe_.StatsRefreshed();
 }
 
@@ -84,6 +85,18 @@ void StatsCache::ReportInvalid(const compaction::TopicOverview& t) {
           "headless rows with invalid timestamps (never expire; delete them "
           "by hand)",
           {{"topic", t.info.name}, {"rows", rows}});
+}
+
+// A topic destroyed while it had such rows leaves the listing without a
+// last report: its entry goes with it, so that a topic re-created under
+// the name starts afresh and the map holds only listed topics.
+void StatsCache::ForgetInvalidOfGoneTopics(
+    const std::vector<compaction::TopicOverview>& topics) {
+  std::set<std::string> listed;
+  for (const compaction::TopicOverview& t : topics) listed.insert(t.info.name);
+  std::erase_if(invalid_, [&](const auto& entry) {
+    return listed.count(entry.first) == 0;
+  });
 }
 
 void StatsCache::ReportUnreadable(

@@ -44,6 +44,8 @@ class StatsCache {
 
  private:
   void Publish(Outcome<std::vector<compaction::TopicOverview>>& outcome);
+  void ForgetInvalidOfGoneTopics(
+      const std::vector<compaction::TopicOverview>& topics);
   // Counts and logs the topics whose stats could not be read; a topic is
   // logged when it breaks and when it recovers, not at every refresh.
   void ReportUnreadable(const std::vector<compaction::TopicOverview>& topics);

@@ -128,6 +128,22 @@ def test_planted_timestamps():
                              FROM "{schema}".log_cleaner_state
                              WHERE topic_id = {bad}""")
         check(next_at != "t", "the cleaner saved a future next_created_at")
+        # Destroyed with its planted rows and registered again: the new
+        # topic has none, which is no news ("no more rows ...") about it.
+        r = run_cli(ARGS.binary, ["topic", "destroy", "bad", "--yes",
+                                  "--schema", schema])
+        check(r.returncode == 0, f"topic destroy: {r.stderr}")
+        gone_at = time.time()
+        wait_for(lambda: (daemon.metric(
+            "compaction_stats_last_refresh_timestamp_seconds") or 0)
+            > gone_at + 0.1, 15, "a refresh without the destroyed topic")
+        register(ARGS.binary, schema, "bad", "1h")
+        back_at = time.time()
+        wait_for(lambda: (daemon.metric(
+            "compaction_stats_last_refresh_timestamp_seconds") or 0)
+            > back_at + 0.1, 15, "a refresh with the new topic")
+        check("no more rows with invalid timestamps" not in daemon.log_text(),
+              "a re-created topic reported as cleaned of planted rows")
     finally:
         if daemon:
             daemon.stop()
