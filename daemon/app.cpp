@@ -236,6 +236,7 @@ void App::Apply(Invocation fresh) {
   stats_->SetPeriod(settings_.stats_interval);
   stats_->SetExactCountLimit(settings_.stats_exact_count_limit);
   topics_->SetPeriod(settings_.topic_refresh_interval);
+  topics_->SetRetry(settings_.reconnect_max);
   db_->SetBackoff(settings_.reconnect_min, settings_.reconnect_max);
   LogInfo("app", "configuration reloaded",
           {{"batch_size", settings_.batch_size},
