@@ -54,6 +54,10 @@ void App::Build() {
       io_, *pool_, probe_, ConnectionParams(settings_),
       ClientOptionsFor(settings_),
       Database::Callbacks{[this] {
+                            // Ready again once the new connection has
+                            // listed the topics: the list in hand is from
+                            // before, perhaps from another primary.
+                            topics_loaded_ = false;
                             topics_->Trigger();
                             stats_->RefreshNow();
                             UpdateReady();
@@ -258,10 +262,15 @@ void App::OnTopics(Outcome<std::vector<compaction::TopicInfo>>& outcome) {
                              ? "run: compactiond schema install"
                              : ""}});
       // Not ready until a listing succeeds: the list in hand may be
-      // stale, and whatever failed it fails the sweeps as well.
-      topics_loaded_ = false;
-      topics_error_ = Describe(outcome.error);
-      UpdateReady();
+      // stale, and what failed it (a schema missing on a new primary, a
+      // revoked grant) fails the sweeps as well. A timeout, a lock wait
+      // or a serialization failure passes: one slow moment of the server
+      // must not take a sidecar's pod out of its Service.
+      if (!IsTransient(outcome.error)) {
+        topics_loaded_ = false;
+        topics_error_ = Describe(outcome.error);
+        UpdateReady();
+      }
     }
     return;
   }

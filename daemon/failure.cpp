@@ -37,6 +37,20 @@ bool IsCancelled(const std::exception_ptr& error) {
   }
 }
 
+bool IsTransient(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const compaction::StatementCancelled&) {
+    return true;
+  } catch (const compaction::LockTimeout&) {
+    return true;
+  } catch (const compaction::RetryableError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 std::string Describe(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);

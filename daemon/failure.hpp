@@ -29,6 +29,11 @@ inline constexpr Millis kAuthBackoffMax{60000};
 // True for a cancelled statement (StatementCancelled), e.g. ours at shutdown.
 bool IsCancelled(const std::exception_ptr& error);
 
+// True for a failure the next attempt may not meet: a cancelled statement
+// (statement_timeout), a lock wait that timed out, a serialization failure
+// or deadlock.
+bool IsTransient(const std::exception_ptr& error);
+
 // "ConnectionLost: <message>" for logs. Library messages carry no passwords.
 std::string Describe(const std::exception_ptr& error);
 

@@ -71,7 +71,7 @@ void StatsCache::Publish(
 // refresh.
 void StatsCache::ReportInvalid(const compaction::TopicOverview& t) {
   const std::int64_t rows = t.stats.invalid_timestamp_rows;
-  auto it = invalid_.find(t.info.name);
+  auto it = invalid_.find(t.info.id);
   const std::int64_t before = it == invalid_.end() ? 0 : it->second;
   if (rows == before) return;
   if (rows == 0) {
@@ -80,7 +80,7 @@ void StatsCache::ReportInvalid(const compaction::TopicOverview& t) {
             {{"topic", t.info.name}});
     return;
   }
-  invalid_[t.info.name] = rows;
+  invalid_[t.info.id] = rows;
   LogWarn("stats",
           "headless rows with invalid timestamps (never expire; delete them "
           "by hand)",
@@ -88,12 +88,13 @@ void StatsCache::ReportInvalid(const compaction::TopicOverview& t) {
 }
 
 // A topic destroyed while it had such rows leaves the listing without a
-// last report: its entry goes with it, so that a topic re-created under
-// the name starts afresh and the map holds only listed topics.
+// last report: its entry goes with it, so the map holds only listed
+// topics. (Entries are by id: a topic re-created under the name, even
+// between two refreshes, is another topic and starts afresh.)
 void StatsCache::ForgetInvalidOfGoneTopics(
     const std::vector<compaction::TopicOverview>& topics) {
-  std::set<std::string> listed;
-  for (const compaction::TopicOverview& t : topics) listed.insert(t.info.name);
+  std::set<std::int64_t> listed;
+  for (const compaction::TopicOverview& t : topics) listed.insert(t.info.id);
   std::erase_if(invalid_, [&](const auto& entry) {
     return listed.count(entry.first) == 0;
   });

@@ -59,8 +59,8 @@ class StatsCache {
   int failures_in_a_row_ = 0;
   std::set<std::string> unreadable_;   // topics whose last refresh failed
   bool consumers_unreadable_ = false;  // the last consumer lag query failed
-  // Topics with invalid_timestamp_rows > 0, and how many.
-  std::map<std::string, std::int64_t> invalid_;
+  // Topics (by id) with invalid_timestamp_rows > 0, and how many.
+  std::map<std::int64_t, std::int64_t> invalid_;
 };
 
 }  // namespace compactiond
