@@ -79,9 +79,9 @@ CompactResult Janitor::CompactLog(const std::string& topic_name,
   sweep::CleanerBatches kind(*core_, options);
   SweepResult r =
       in_flight_->Run(*core_, kind, topic_name, options, std::move(stop));
-  // A full pass that could record no progress and deleted nothing leaves
-  // no backlog a continuation would shrink: the next pass walks the same
-  // rows to the same end until an older transaction ends. Not "stopped at
+  // A full pass that recorded no progress and deleted nothing leaves no
+  // backlog a continuation would shrink: the next pass walks the same rows
+  // to the same end (CleanerBatches::stalled says when). Not "stopped at
   // the limit", so a scheduler waits its interval instead of looping.
   if (r.stopped_at_limit && r.deleted == 0 && kind.tombstones_expired() == 0 &&
       kind.stalled()) {

@@ -204,8 +204,12 @@ ProduceResult ProduceInTx(ClientCore& core, Tx& tx, const std::string& topic,
     return result;
   } catch (const DatabaseError& e) {
     // Destroyed between the lookup and the insert (the statement failed,
-    // so the transaction is aborted now).
-    if (e.sqlstate() == pg::kUndefinedTable) throw TopicNotFound(kOp, topic);
+    // so the transaction is aborted now): its table, or for a compacted
+    // produce its function produce_<id>, is gone.
+    if (e.sqlstate() == pg::kUndefinedTable ||
+        e.sqlstate() == pg::kUndefinedFunction) {
+      throw TopicNotFound(kOp, topic);
+    }
     throw;
   }
 }

@@ -36,10 +36,13 @@ class CleanerBatches final : public BatchKind {
   // Tombstoned keys this pass turned headless (committed batches).
   std::int64_t tombstones_expired() const { return tombstones_expired_; }
 
-  // True when this pass moved neither walk's position: typically each one
-  // started from a pending position an older transaction holds back (not
-  // final until it ends), past which nothing new can be recorded. The next
-  // pass then walks the same range again.
+  // True when this pass recorded no new final or pending position for
+  // either walk. Each walk starts from its final position; while a pending
+  // one is recorded, only reaching it (once final) moves anything. So a
+  // pass records nothing while an older transaction holds the pending
+  // position back, or while the walk cannot reach it within max_batches
+  // (rows committed late into the range), and the next pass walks the
+  // same range again.
   bool stalled() const {
     return loaded_ && !tombstones_.moved() && !messages_.moved();
   }
