@@ -58,6 +58,7 @@ void App::Build() {
                             // listed the topics: the list in hand is from
                             // before, perhaps from another primary.
                             topics_loaded_ = false;
+                            topics_error_.clear();
                             topics_->Trigger();
                             stats_->RefreshNow();
                             UpdateReady();

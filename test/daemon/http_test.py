@@ -76,6 +76,24 @@ def probe(port, timeout=2.0, pause=0.0):
     return status, time.monotonic() - start
 
 
+# First attempts of a phase's probes that may be closed unanswered: the
+# race is rare (1 probe of 80 in one run of some 20); more is a regression.
+MAX_PROBE_RETRIES = 2
+
+
+def probe_as_kubelet(port):
+    """probe(), once more when the first connection was closed unanswered:
+    (status, s, retried). A flood of new connections can close a probe's
+    connection before its request is read (doc/security.md); a kubelet
+    counts that as one failed probe of its failureThreshold (3) and its
+    next one gets through. A retry that fails too is a failed probe."""
+    status, took = probe(port)
+    if status != 0:
+        return status, took, False
+    again, took_again = probe(port)
+    return again, took + took_again, True
+
+
 def is_closed(sock, wait=0.0):
     """True once the peer closed `sock` (EOF or reset); never consumes data."""
     readable, _, _ = select.select([sock], [], [], wait)
@@ -637,24 +655,27 @@ def idle_and_scrapers(daemon):
     with Load("idle_and_scrapers", daemon.port) as load:
         counts = load.shared["counts"]
         wait_for(lambda: counts[0] >= 20, 30, "scrapers under way")
-        latencies, statuses = [], []
+        latencies, statuses, retries = [], [], 0
         for _ in range(50):
-            status, took = probe(daemon.port)
+            status, took, retried = probe_as_kubelet(daemon.port)
             statuses.append(status)
             latencies.append(took)
+            retries += retried
             time.sleep(0.1)
         rss = daemon.rss_kb()
         scrapes = list(counts)
         reopened = load.shared["reopened"].value
     p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
     print(f"FIGURE http_load idle=200 scrapers=60 probes={len(latencies)}"
-          f" ok={statuses.count(200)} p50_ms={p50 * 1000:.1f}"
+          f" ok={statuses.count(200)} retried={retries}"
+          f" p50_ms={p50 * 1000:.1f}"
           f" p95_ms={p95 * 1000:.1f} max_ms={max(latencies) * 1000:.1f}"
           f" scrapes_200={scrapes[0]} scrapes_503={scrapes[1]}"
           f" scrape_errors={scrapes[2] + scrapes[3]}"
           f" idle_reopened={reopened} vmrss_kb={rss}", flush=True)
     check(statuses.count(200) == len(statuses),
           f"probes answered {statuses}")
+    check(retries <= MAX_PROBE_RETRIES, f"{retries} probes closed unanswered")
     check(max(latencies) < 1.0, f"slowest probe {max(latencies):.3f}s")
     check(p95 < 0.1, f"/healthz p95 {p95 * 1000:.1f} ms, limit 100 ms")
     check(scrapes[0] > 0, "no scrape succeeded")
@@ -669,14 +690,15 @@ def under_asan(daemon):
 def pipeliners(daemon):
     """(b): RSS and /healthz under 64 non-reading pipelining clients."""
     base = daemon.rss_kb()
-    rss, statuses, latencies, scrape = [], [], [], []
+    rss, statuses, latencies, scrape, retries = [], [], [], [], 0
     with Load("pipeline", daemon.port) as load:
         end = time.monotonic() + 20  # two write deadlines: clients resend
         while time.monotonic() < end:
             rss.append(daemon.rss_kb())
-            status, took = probe(daemon.port)
+            status, took, retried = probe_as_kubelet(daemon.port)
             statuses.append(status)
             latencies.append(took)
+            retries += retried
             time.sleep(0.25)
         # A scraper is answered (200, or 503 once its address has used up
         # its turns), never left hanging.
@@ -691,7 +713,7 @@ def pipeliners(daemon):
         resets = load.shared["resets"].value
     print(f"FIGURE http_load pipeliners=64 vmrss_base_kb={base}"
           f" vmrss_max_kb={max(rss)} limit_kb={RSS_LIMIT_KB}"
-          f" probes={len(statuses)} ok={statuses.count(200)}"
+          f" probes={len(statuses)} ok={statuses.count(200)} retried={retries}"
           f" probe_p95_ms={percentile(latencies, 95) * 1000:.1f}"
           f" probe_max_ms={max(latencies) * 1000:.1f}"
           f" scrape={scrape[0]} scrape_s={scrape[1]:.3f}"
@@ -704,6 +726,7 @@ def pipeliners(daemon):
     else:
         check(max(rss) < RSS_LIMIT_KB, f"VmRSS reached {max(rss)} kB")
     check(statuses.count(200) == len(statuses), f"probes answered {statuses}")
+    check(retries <= MAX_PROBE_RETRIES, f"{retries} probes closed unanswered")
     check(max(latencies) < 1.0, f"slowest probe {max(latencies):.3f}s")
     check(scrape[0] in (200, 503) and scrape[1] < MAX_SCRAPE_WAIT + 1,
           f"scrape under pipelining: {scrape}")
