@@ -275,10 +275,11 @@ CREATE OR REPLACE TRIGGER consumer_position_server_time_update
 
 -- The log cleaner's positions move only the way its walk moves them
 -- (lib/src/sweep/cleaner.cpp): a final position back (a reset, safe: the
--- walk redoes work) or to the recorded pending position once every
--- transaction below its xmax has ended; a pending position to what the
--- cleaner's function recorded as walked. Any other value would make the
--- cleaner skip messages for good.
+-- walk redoes work) or forward, at most to the recorded pending position,
+-- once every transaction below its xmax has ended (nothing can commit
+-- below it any more); a pending position to what the cleaner's function
+-- recorded as walked. Any other value would make the cleaner skip messages
+-- for good.
 CREATE OR REPLACE FUNCTION {schema}.check_cleaner_positions()
   RETURNS trigger
   LANGUAGE plpgsql
@@ -290,10 +291,10 @@ DECLARE
 BEGIN
   -- Each test is NULL-safe: an unset pending position allows nothing.
   IF (NEW.position <= OLD.position
-      OR (NEW.position = OLD.pending_position
+      OR (NEW.position <= OLD.pending_position
           AND OLD.pending_xmax <= v_xmin)) IS NOT TRUE
      OR (NEW.tombstone_position <= OLD.tombstone_position
-         OR (NEW.tombstone_position = OLD.tombstone_pending_position
+         OR (NEW.tombstone_position <= OLD.tombstone_pending_position
              AND OLD.tombstone_pending_xmax <= v_xmin)) IS NOT TRUE
      OR (NEW.pending_position IS NULL
          OR (NEW.pending_position = OLD.pending_position

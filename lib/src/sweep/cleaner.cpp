@@ -25,12 +25,20 @@ constexpr const char* kForever = "9223372036854775807::bigint";
 void CleanerBatches::Cursor::Advance(std::int64_t frontier,
                                      const std::string& xmax) {
   at = frontier;
-  // This pass walked all of (position, pending] after every transaction
-  // that could still commit a message in it had ended: it is done for good.
-  if (pending && pending_final && frontier >= *pending) {
-    position = *pending;
-    pending.reset();
-    pending_final = false;
+  // Every transaction that could still commit a message at or below a final
+  // pending position had ended when this pass started, so what the pass
+  // walked below it is done for good: the position follows the walk. Not
+  // only once it reaches the pending position: rows committed late into
+  // that range can make it longer than a pass walks (max_batches), and a
+  // pass that could move only all the way would never move again.
+  if (pending && pending_final) {
+    if (frontier >= *pending) {
+      position = *pending;
+      pending.reset();
+      pending_final = false;
+    } else if (frontier > position) {
+      position = frontier;
+    }
   }
   // What this pass reached turns final after the next pass's walk, unless
   // an earlier pass's pending position still waits for its transactions.

@@ -38,11 +38,10 @@ class CleanerBatches final : public BatchKind {
 
   // True when this pass recorded no new final or pending position for
   // either walk. Each walk starts from its final position; while a pending
-  // one is recorded, only reaching it (once final) moves anything. So a
-  // pass records nothing while an older transaction holds the pending
-  // position back, or while the walk cannot reach it within max_batches
-  // (rows committed late into the range), and the next pass walks the
-  // same range again.
+  // one is recorded, the final position follows the walk only once the
+  // pending one is final. So a pass records nothing while an older
+  // transaction holds the pending position back, and the next pass walks
+  // the same range again.
   bool stalled() const {
     return loaded_ && !tombstones_.moved() && !messages_.moved();
   }
