@@ -73,6 +73,27 @@ CREATE TABLE IF NOT EXISTS {schema}.topic (
   updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
+-- A topic's id names its tables and functions, and a client caches it by
+-- name. So ids never repeat across installs in one database (DROP SCHEMA,
+-- then install again): a new identity starts at the install's time in
+-- microseconds since 1970, and a client that outlived the old schema
+-- cannot reach another topic's tables through an id it cached. Registering
+-- a topic takes far longer than a microsecond, so a later install starts
+-- above every id an earlier one handed out (unless the clock steps back).
+-- About 1.8e15: exact in JSON readers that use doubles (below 2^53).
+DO $topic_ids$
+DECLARE
+  v_ids CONSTANT regclass := pg_catalog.pg_get_serial_sequence(
+    pg_catalog.format('%I.topic', {schema_name}::text), 'id')::regclass;
+BEGIN
+  IF pg_catalog.pg_sequence_last_value(v_ids) IS NULL THEN
+    PERFORM pg_catalog.setval(v_ids,
+      (EXTRACT(EPOCH FROM pg_catalog.clock_timestamp()) * 1000000)::bigint,
+      false);
+  END IF;
+END
+$topic_ids$;
+
 -- Baseline versions: topic_id NULL is the system baseline, otherwise the
 -- baseline the topic's generated tables were created from. Pre-v1 a
 -- baseline changes in place under the same version number, so the library

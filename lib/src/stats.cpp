@@ -107,19 +107,20 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
                   ") l) c CROSS JOIN pg_catalog.pg_class hc" + janitor +
                   " WHERE hc.oid = " + pg::QuoteLiteral(s.conn, head, kOp) +
                   "::regclass::oid";
+  // The claim's end is read only with its owner, who is NULL unless the
+  // claim still holds; reltuples is -1 before the first VACUUM or ANALYZE
+  // (ParseStats reads it as 0).
   return "SELECT " + ids + "::bigint, " +
-         (with_version ? "v.version" : "NULL::int") + ", " +
+         (with_version ? "v.version" : "NULL") + ", " +
          (citus ? "c.headless" : "c.n") +
          ", (extract(epoch FROM pg_catalog.now() - " + oldest +
-         ") * 1e3)::bigint, " +
-         (citus ? "c.head_rows" : "greatest(hc.reltuples, 0)::bigint") + ", " +
-         ShortMicros("j.last_sweep_started_at") + ", " +
+         ") * 1e3)::bigint, " + (citus ? "c.head_rows" : "hc.reltuples::bigint") +
+         ", " + ShortMicros("j.last_sweep_started_at") + ", " +
          ShortMicros("j.last_sweep_finished_at") + ", " +
          ShortMicros("j.last_success_at") +
          ", j.last_deleted_rows, j.total_deleted_rows, j.last_error, "
-         "CASE WHEN j.claimed_until > pg_catalog.now() THEN j.claimed_by END, "
-         "CASE WHEN j.claimed_until > pg_catalog.now() THEN " +
-         ShortMicros("j.claimed_until") + " END" +
+         "CASE WHEN j.claimed_until > pg_catalog.now() THEN j.claimed_by END, " +
+         ShortMicros("j.claimed_until") +
          (with_version ? ", pg_catalog.to_jsonb(v) ->> 'fingerprint'" : "") +
          from;
 }
@@ -250,7 +251,8 @@ TopicStats ParseStats(const char* operation, const TopicInfo& topic,
   // as slightly negative age.
   out.oldest_headless_age = std::chrono::milliseconds(
       std::max<std::int64_t>(0, pg::OptInt64(r, row, kOldestMs).value_or(0)));
-  out.estimated_head_rows = pg::Int64(r, row, kHeadRows);
+  out.estimated_head_rows =
+      std::max<std::int64_t>(0, pg::Int64(r, row, kHeadRows));
   out.janitor.last_sweep_started_at = OptTime(r, row, kSweepStarted);
   out.janitor.last_sweep_finished_at = OptTime(r, row, kSweepFinished);
   out.janitor.last_success_at = OptTime(r, row, kSuccess);
@@ -260,8 +262,10 @@ TopicStats ParseStats(const char* operation, const TopicInfo& topic,
   out.janitor.total_deleted_rows =
       pg::OptInt64(r, row, kTotalDeleted).value_or(0);
   out.janitor.last_error = std::string(pg::Text(r, row, kLastError));
-  out.janitor.claimed_by = std::string(pg::Text(r, row, kClaimedBy));
-  out.janitor.claimed_until = OptTime(r, row, kClaimedUntil);
+  if (!pg::IsNull(r, row, kClaimedBy)) {  // a claim that still holds
+    out.janitor.claimed_by = std::string(pg::Text(r, row, kClaimedBy));
+    out.janitor.claimed_until = OptTime(r, row, kClaimedUntil);
+  }
   return out;
 }
 

@@ -247,9 +247,8 @@ TEST_CASE(
   before.Register();  // one partition
   const std::int64_t id = db.TopicId("before");
   before.RegisterProducer().Produce(Counter{1}, ProduceOptions{"k", {}});
-  // The same client outlives the schema; the identity starts over.
-  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
-  db.client().InstallSchema();
+  // The same client outlives the schema, and the id is handed out again.
+  testing::InstallAgainFrom(db, id);
   auto after = db.client().Topic<Counter>("after");
   compaction::TopicConfig config;
   config.partitions = 5;
@@ -263,6 +262,43 @@ TEST_CASE(
   }
   CHECK(db.raw().Int("SELECT count(DISTINCT partition) FROM " +
                      db.MessageTable("after")) > 1);
+}
+
+TEST_CASE(
+    "a client that outlived its schema writes and reads the topic it named, "
+    "not the one registered first after the install") {
+  LiveDb db;
+  if (testing::SkipOnCitus("drops and installs the schema; one node shows "
+                           "the cache")) {
+    return;
+  }
+  compaction::Client client = db.NewClient(1);
+  auto mine = client.Topic<Counter>("mine");
+  mine.Register();
+  auto producer = mine.RegisterProducer();
+  producer.Produce(Counter{1}, Compacted("k"));  // caches "mine"'s id
+  const std::int64_t old_id = db.TopicId("mine");
+  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
+  db.client().InstallSchema();
+  db.client().Topic<Counter>("other").Register();
+  db.client().Topic<Counter>("mine").Register();
+  // Ids never repeat across installs: the identity starts at the clock.
+  CHECK(db.TopicId("other") > old_id);
+  CHECK(db.TopicId("mine") > old_id);
+  // Autocommit calls of the live client: a compacted and a plain produce,
+  // a head read.
+  producer.Produce(Counter{2}, Compacted("k"));
+  producer.Produce(Counter{3}, ProduceOptions{"plain", {}});
+  CHECK(mine.Key("k").CompactionHead()->message.value == 2);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("other")) == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.HeadTable("other")) == 0);
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("mine")) == 2);
+  // A second install in the same database starts above this one's ids.
+  const std::int64_t last = db.TopicId("mine");
+  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
+  db.client().InstallSchema();
+  db.client().Topic<Counter>("third").Register();
+  CHECK(db.TopicId("third") > last);
 }
 
 // A transaction's first ProduceInTx carries BEGIN and the topic's look-up

@@ -246,11 +246,17 @@ bool WaitForLockWait(RawConn& observer, const std::string& marker,
   return false;
 }
 
+void InstallAgainFrom(LiveDb& db, std::int64_t id) {
+  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
+  db.client().InstallSchema();
+  db.raw().Query("ALTER TABLE " + db.QuotedSchema() +
+                 ".topic ALTER COLUMN id RESTART WITH " + std::to_string(id));
+}
+
 void ReuseTopicIdElsewhere(LiveDb& db, const std::string& name,
                            const std::string& other, int other_partitions) {
   const std::int64_t id = db.TopicId(name);
-  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
-  db.client().InstallSchema();
+  InstallAgainFrom(db, id);
   compaction::TopicConfig config;
   config.partitions = other_partitions;
   db.client().Topic<Counter>(other).Register(config);

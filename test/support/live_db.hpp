@@ -133,11 +133,16 @@ void InsertHeadless(RawConn& raw, const std::string& table,
 // A fresh unique string for keys and topic names.
 std::string Unique(const std::string& prefix);
 
-// Drops `db`'s schema and installs it again under the live clients, whose
-// caches still map `name` to its old id: the identity starts over, so
-// topic `other` (of `other_partitions`) registered first takes that id,
-// and `name` is registered again (through another client) under a new
-// one. Requires both.
+// Drops `db`'s schema and installs it again under the live clients, then
+// makes the next topic id `id`. An install starts its ids above every id
+// an earlier one handed out; a clock stepped back, or an old dump
+// restored, could still hand one out again.
+void InstallAgainFrom(LiveDb& db, std::int64_t id);
+
+// InstallAgainFrom with the id of `name`, whose old id the live clients'
+// caches still hold: topic `other` (of `other_partitions`) registered
+// first takes that id, and `name` is registered again (through another
+// client) under a new one. Requires both.
 void ReuseTopicIdElsewhere(LiveDb& db, const std::string& name,
                            const std::string& other, int other_partitions = 1);
 
