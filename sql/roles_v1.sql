@@ -46,6 +46,16 @@
 -- rights on each.
 SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 
+-- One run at a time per schema, and never beside a topic's registration:
+-- register_topic grants its new topic through grant_topic, which this
+-- script replaces, so a registration still in flight would keep the old
+-- grants (none, on the first run), and two runs' GRANTs on one object
+-- fail ("tuple concurrently updated"). register_topic's INSERT conflicts
+-- with this mode: the grants below see every registration that committed
+-- before, and one that starts now waits and then calls the new
+-- grant_topic.
+LOCK TABLE {schema}.topic IN SHARE ROW EXCLUSIVE MODE;
+
 DO $create_roles$
 BEGIN
   IF pg_catalog.to_regrole('{owner_role}') IS NULL THEN

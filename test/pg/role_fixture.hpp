@@ -28,17 +28,19 @@ class RoleFixture {
     // A topic registered before the roles exist gets its grants too.
     db.client().Topic<Counter>("early").Register();
     db.client().InstallRoles("");
-    for (const char* kind : {"owner", "app", "janitor", "monitor"}) {
-      const std::string role = db.schema() + "_" + kind;
-      roles_.push_back(role);
+    for (const char* kind : kKinds) {
       db.raw().Query("CREATE ROLE \"" + Login(kind) + "\" LOGIN IN ROLE \"" +
-                     role + "\"");
+                     Role(kind) + "\"");
     }
   }
+  // The schema only: the test installs the roles (no login roles).
+  struct Deferred {};
+  explicit RoleFixture(Deferred) {}
   ~RoleFixture() {
     // The roles own the schema's objects: drop those first.
     db.raw().TryExec("DROP SCHEMA IF EXISTS " + db.QuotedSchema() + " CASCADE");
-    for (const std::string& role : roles_) {
+    for (const char* kind : kKinds) {
+      const std::string role = Role(kind);
       const std::string login = role + "_login";
       db.raw().TryExec("DROP ROLE IF EXISTS \"" + login + "\"");
       db.raw().TryExec("DROP OWNED BY \"" + role + "\"");
@@ -48,8 +50,11 @@ class RoleFixture {
   RoleFixture(const RoleFixture&) = delete;
   RoleFixture& operator=(const RoleFixture&) = delete;
 
+  std::string Role(const std::string& kind) const {
+    return db.schema() + "_" + kind;
+  }
   std::string Login(const std::string& kind) const {
-    return db.schema() + "_" + kind + "_login";
+    return Role(kind) + "_login";
   }
   compaction::Client ClientAs(const std::string& kind) const {
     compaction::ClientOptions options;
@@ -64,7 +69,8 @@ class RoleFixture {
   LiveDb db;
 
  private:
-  std::vector<std::string> roles_;
+  static constexpr const char* kKinds[] = {"owner", "app", "janitor",
+                                           "monitor"};
 };
 
 }  // namespace testing

@@ -7,8 +7,12 @@
 #include <libpq-fe.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <functional>
+#include <future>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "citus_profile.hpp"
@@ -277,6 +281,81 @@ TEST_CASE("roles: the monitor role reads stats and nothing else") {
     INFO(sql);
     CHECK(raw.TryExec(sql) == kInsufficientPrivilege);
   }
+}
+
+namespace {
+
+// Backends of any test waiting for a lock on `db`'s topic table.
+std::int64_t TopicLockWaiters(LiveDb& db) {
+  return db.raw().Int(
+      "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = "
+      "to_regclass($1)",
+      {db.QuotedSchema() + ".topic"});
+}
+
+// Waits until `n` backends wait for the topic table, or `done` is ready
+// (an InstallRoles that did not wait); false after 10 s.
+bool AwaitTopicLockWaiters(LiveDb& db, int n, const std::future<void>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (TopicLockWaiters(db) >= n) return true;
+    if (done.wait_for(std::chrono::milliseconds(5)) ==
+        std::future_status::ready) {
+      return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "roles: InstallRoles waits for a registration in flight and grants its "
+    "topic") {
+  RoleFixture f{RoleFixture::Deferred{}};
+  // A registration that has inserted its topic and called grant_topic (the
+  // no-op of a schema without roles), not yet committed. (On a first
+  // install the transfer of the tables to the owner role waits for it too;
+  // on later runs only the script's lock does.)
+  RawConn registering;
+  registering.Query("BEGIN");
+  registering.Query("SELECT id FROM " + f.db.QuotedSchema() +
+                    ".register_topic('inflight', 3600000, 604800000, "
+                    "86400000)");
+  compaction::Client installer = f.db.NewClient(1);
+  std::future<void> installed =
+      std::async(std::launch::async, [&] { installer.InstallRoles(""); });
+  CHECK(AwaitTopicLockWaiters(f.db, 1, installed));
+  registering.Query("COMMIT");
+  installed.get();
+  const std::string message = f.db.MessageTable("inflight");
+  const std::string head = f.db.HeadTable("inflight");
+  for (const auto& [role, table, privilege] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {f.Role("app"), message, "SELECT"},
+           {f.Role("app"), message, "INSERT"},
+           {f.Role("app"), head, "SELECT"},
+           {f.Role("monitor"), head, "SELECT"}}) {
+    INFO(role << " " << privilege << " on " << table);
+    CHECK(f.db.raw().Value(
+              "SELECT has_any_column_privilege($1, $2::regclass, $3)",
+              {role, table, privilege}) == "t");
+  }
+  // Two runs at once queue on the same lock; neither fails ("tuple
+  // concurrently updated" on their GRANTs).
+  RawConn holder;
+  holder.Query("BEGIN");
+  holder.Query("LOCK TABLE " + f.db.QuotedSchema() +
+               ".topic IN SHARE ROW EXCLUSIVE MODE");
+  compaction::Client second = f.db.NewClient(1);
+  std::future<void> first_run =
+      std::async(std::launch::async, [&] { installer.InstallRoles(""); });
+  std::future<void> second_run =
+      std::async(std::launch::async, [&] { second.InstallRoles(""); });
+  CHECK(AwaitTopicLockWaiters(f.db, 2, first_run));
+  holder.Query("COMMIT");
+  CHECK_NOTHROW(first_run.get());
+  CHECK_NOTHROW(second_run.get());
 }
 
 TEST_CASE("roles: bad role prefixes and uninstalled schemas are refused") {
