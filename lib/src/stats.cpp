@@ -114,12 +114,14 @@ std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
          (with_version ? "v.version" : "NULL") + ", " +
          (citus ? "c.headless" : "c.n") +
          ", (extract(epoch FROM pg_catalog.now() - " + oldest +
-         ") * 1e3)::bigint, " + (citus ? "c.head_rows" : "hc.reltuples::bigint") +
-         ", " + ShortMicros("j.last_sweep_started_at") + ", " +
+         ") * 1e3)::bigint, " +
+         (citus ? "c.head_rows" : "hc.reltuples::bigint") + ", " +
+         ShortMicros("j.last_sweep_started_at") + ", " +
          ShortMicros("j.last_sweep_finished_at") + ", " +
          ShortMicros("j.last_success_at") +
          ", j.last_deleted_rows, j.total_deleted_rows, j.last_error, "
-         "CASE WHEN j.claimed_until > pg_catalog.now() THEN j.claimed_by END, " +
+         "CASE WHEN j.claimed_until > pg_catalog.now() THEN j.claimed_by "
+         "END, " +
          ShortMicros("j.claimed_until") +
          (with_version ? ", pg_catalog.to_jsonb(v) ->> 'fingerprint'" : "") +
          from;

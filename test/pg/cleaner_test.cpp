@@ -614,7 +614,8 @@ TEST_CASE(
   Janitor janitor(db.client());
   Tx late = db.client().Begin();
   for (int i = 0; i < 50; ++i) {  // heads: the walk passes and keeps them
-    producer.ProduceInTx(late, Counter{i}, Compacted("late" + std::to_string(i)));
+    producer.ProduceInTx(late, Counter{i},
+                         Compacted("late" + std::to_string(i)));
   }
   for (int i = 0; i < 5; ++i) {
     producer.Produce(Counter{i}, Compacted("early" + std::to_string(i)));

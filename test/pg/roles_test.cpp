@@ -296,7 +296,8 @@ std::int64_t TopicLockWaiters(LiveDb& db) {
 // Waits until `n` backends wait for the topic table, or `done` is ready
 // (an InstallRoles that did not wait); false after 10 s.
 bool AwaitTopicLockWaiters(LiveDb& db, int n, const std::future<void>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
     if (TopicLockWaiters(db) >= n) return true;
     if (done.wait_for(std::chrono::milliseconds(5)) ==
