@@ -58,6 +58,12 @@ bool LooksLikeKey(const std::string& name) {
   return true;
 }
 
+bool LooksLikeCommandWord(const std::string& word) {
+  if (word.empty() || word.size() > 32) return false;
+  return std::all_of(word.begin(), word.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || c == '-'; });
+}
+
 std::string DidYouMeanSetting(const std::string& key,
                               std::string (*format)(const std::string&)) {
   std::vector<std::string> names;

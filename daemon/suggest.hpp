@@ -26,6 +26,12 @@ std::optional<std::string> Closest(const std::string& given,
 // was expected is not.
 bool LooksLikeKey(const std::string& name);
 
+// Whether `word` could be a command word: 1-32 of a-z and '-'. Narrower
+// than LooksLikeKey, because a password typed where a command goes is
+// one word with nothing around it to tell it apart, and passwords mostly
+// hold a digit, a capital or a symbol.
+bool LooksLikeCommandWord(const std::string& word);
+
 // " (did you mean 'X'?)" for the setting key closest to `key`, or "".
 // `format` turns the key into how the user wrote it (flag, variable).
 std::string DidYouMeanSetting(const std::string& key,

@@ -292,14 +292,16 @@ int Dispatch(const std::vector<std::string>& argv, Invocation& inv) {
       inv.command.empty() ? std::vector<std::string>{"run"} : inv.command;
   const Command* command = Find(words);
   if (command == nullptr) {
-    // The words are quoted only when each looks like one: a conninfo given
-    // without --db lands here, and its password must not reach stderr.
-    const bool quotable = std::all_of(words.begin(), words.end(), LooksLikeKey);
+    // The words are quoted only when each looks like a command word: a
+    // conninfo given without --db lands here, or a password typed where a
+    // command goes ("hunter2"), and neither may reach stderr.
+    const bool quotable =
+        std::all_of(words.begin(), words.end(), LooksLikeCommandWord);
     throw ConfigError(
         quotable ? "unknown command '" + Join(words, " ") + "' (see --help)"
-                 : "unknown command (not shown: a word of it does not look "
-                   "like a command; a conninfo goes in --db or the config "
-                   "file; see --help)");
+                 : "unknown command (not shown: a word of it is not a "
+                   "command word, a-z and '-' only; a conninfo goes in --db "
+                   "or the config file; see --help)");
   }
   Call call{argv, inv, {words.begin() + command->words.size(), words.end()}};
   CheckUse(*command, call);

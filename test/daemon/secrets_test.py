@@ -108,6 +108,9 @@ def case_argv_typos(workdir):
         # A conninfo given without --db is taken for a command.
         ([uri], "unknown command (not shown"),
         ([f"password={SECRET}", "host=h"], "unknown command (not shown"),
+        # A password typed where the command goes, alone or after one.
+        ([SECRET.split("-")[0]], "unknown command (not shown"),
+        (["topic", SECRET], "unknown command (not shown"),
     ]
     for args, expected in cases:
         r = run_cli(ARGS.binary, args, env=clean_env())
