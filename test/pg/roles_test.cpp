@@ -331,6 +331,14 @@ TEST_CASE(
   installed.get();
   const std::string message = f.db.MessageTable("inflight");
   const std::string head = f.db.HeadTable("inflight");
+  // Its tables belong to the owner role, as every table does (the transfer
+  // lists the tables when it starts, so it must start after the commit).
+  for (const std::string& table : {message, head}) {
+    INFO(table);
+    CHECK(f.db.raw().Value("SELECT relowner::regrole::text FROM pg_class "
+                           "WHERE oid = $1::regclass",
+                           {table}) == f.Role("owner"));
+  }
   for (const auto& [role, table, privilege] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {f.Role("app"), message, "SELECT"},
