@@ -1,6 +1,8 @@
 // What single produces and batches share.
 #pragma once
 
+#include <cstddef>
+#include <initializer_list>
 #include <string>
 
 #include "compaction/detail/entry_points.hpp"
@@ -28,8 +30,16 @@ std::string PlainInsertSql(const ClientCore& core, const TopicInfo& topic,
                            bool keyed);
 std::string CompactedInsertSql(const ClientCore& core, std::int64_t id);
 // The call of the topic's produce_batch_<id> (produce_batch.cpp), built
-// once per topic as well: its four parameters are the batch's arrays.
+// once per topic as well: its five parameters are the batch's arrays.
 std::string ProduceBatchSql(const ClientCore& core, std::int64_t id);
+
+// InvalidArgument (under `operation`) unless parameters of these lengths
+// fit one protocol message: PostgreSQL closes the connection, without an
+// error, on a message of 1 GB or more (the Bind that carries them all),
+// which the caller would meet as ConnectionLost or CommitOutcomeUnknown
+// for a write that cannot have happened.
+void CheckFitsOneMessage(const char* operation,
+                         std::initializer_list<std::size_t> parameter_bytes);
 
 // ProduceInTx, then Tx::Commit, in one round trip when the transaction
 // already touched `topic` (Update's last step): the produce, a flush

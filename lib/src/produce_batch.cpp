@@ -106,14 +106,8 @@ Arrays BuildArrays(std::span<const BatchElement> batch) {
   a.ranks += '}';
   a.payloads += '}';
   a.repeated = RepeatedKeys(batch);
-  // PostgreSQL refuses a value of 1 GB or more; better named here than as
-  // a server error with the batch already sent.
-  constexpr std::size_t kMaxValue = (std::size_t{1} << 30) - 1;
-  if (a.payloads.size() > kMaxValue || a.keys.size() > kMaxValue) {
-    throw InvalidArgument(kOp,
-                          "the batch's payloads or keys together exceed "
-                          "PostgreSQL's 1 GB limit on one value: split it");
-  }
+  CheckFitsOneMessage(kOp, {a.keys.size(), a.versions.size(), a.ranks.size(),
+                            a.payloads.size(), a.repeated.size()});
   return a;
 }
 
@@ -194,6 +188,23 @@ std::string ProduceBatchSql(const ClientCore& core, std::int64_t id) {
          Micros("p.message_created_at") + ", p.advanced FROM " + core.schema() +
          ".produce_batch_" + std::to_string(id) +
          "($1::text[], $2::integer[], $3::bigint[], $4::jsonb[], $5::text[]) p";
+}
+
+void CheckFitsOneMessage(const char* operation,
+                         std::initializer_list<std::size_t> parameter_bytes) {
+  // PQ_LARGE_MESSAGE_LIMIT; the Bind's own fields (names, formats, four
+  // bytes of length a parameter) take far less than the room left.
+  constexpr std::size_t kMaxMessage = (std::size_t{1} << 30) - 1;
+  constexpr std::size_t kRoom = 64 * 1024;
+  std::size_t total = 0;
+  for (std::size_t bytes : parameter_bytes) total += bytes;
+  if (total > kMaxMessage - kRoom) {
+    throw InvalidArgument(operation,
+                          "the batch's keys and payloads take " +
+                              std::to_string(total) +
+                              " bytes, over PostgreSQL's 1 GB limit on one "
+                              "message: split it");
+  }
 }
 
 void CheckBatchSize(std::size_t size) {

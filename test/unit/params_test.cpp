@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "compaction/errors.hpp"
 #include "pg/exec.hpp"
+#include "produce.hpp"
 
 using namespace compaction;
 
@@ -29,4 +31,20 @@ TEST_CASE("parameter pointers name every value in order, NULL as null") {
       }
     }
   }
+}
+
+TEST_CASE("a batch's arrays must fit one protocol message together") {
+  constexpr std::size_t kGiB = std::size_t{1} << 30;
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  CHECK_NOTHROW(detail::CheckFitsOneMessage("ProduceBatch", {kMiB, 10}));
+  CHECK_NOTHROW(
+      detail::CheckFitsOneMessage("ProduceBatch", {kGiB / 2, kGiB / 4}));
+  // Each array under 1 GB, together over it: the server would close the
+  // connection on the Bind.
+  CHECK_THROWS_AS(detail::CheckFitsOneMessage(
+                      "ProduceBatch", {10 * kMiB, 5, 5, kGiB - kMiB, 2}),
+                  InvalidArgument);
+  CHECK_THROWS_WITH(
+      detail::CheckFitsOneMessage("ProduceBatch", {kGiB / 2, kGiB / 2}),
+      Catch::Contains("ProduceBatch") && Catch::Contains("split it"));
 }
