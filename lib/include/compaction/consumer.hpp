@@ -102,8 +102,12 @@ class Consumer {
   // In the caller's transaction (READ COMMITTED; InvalidArgument otherwise):
   // takes this consumer's position of one partition (a row lock, skipping
   // partitions other instances hold), returns the next deliveries after it
-  // (at most batch_size, in the order their writers' transactions became
-  // visible) and moves the position past them in that same transaction.
+  // (at most batch_size) and moves the position past them in that same
+  // transaction. Order: what became visible since the last window, by the
+  // writing transaction's id, then the message id. A transaction takes its
+  // id at its first write, not at commit, so two concurrent writers' messages
+  // of one key can come in another order than their message ids: order a
+  // key's values by `head` (compacted) or by message id.
   // Commit: they are consumed. Roll back: the next Poll returns them again.
   // The first Poll of a consumer creates its positions at the start of the
   // topic. Empty: nothing new in the partition it worked, or every

@@ -37,8 +37,9 @@ class COMPACTION_EXPORT TopicTail {
   TopicTail(TopicTail&&) noexcept;
   TopicTail& operator=(TopicTail&&) noexcept;
 
-  // The next deliveries of one partition (each partition in turn), in the
-  // order their writers' transactions became visible; empty when no
+  // The next deliveries of one partition (each partition in turn), in
+  // Consumer::Poll's order (window by window, by the writing transaction's
+  // id, then the message id); empty when no
   // partition has anything new. One statement asks every partition first,
   // so an idle Next() is one round trip whatever the partitions. Throws
   // TopicNotFound, DatabaseError.

@@ -44,7 +44,10 @@ class KeyHandle {
   // same). The lock is held until `tx` ends; produce the next value with
   // ProduceInTx below on the same `tx` (a Producer's keyed produce without
   // compaction to a key the transaction locked is InvalidArgument). One
-  // round trip for the lock whatever the key's state; the first time `tx`
+  // round trip for the lock whatever the key's state, when the client's
+  // guess of that state holds (it remembers which keys had a head, and
+  // whether the topic's unseen keys were mostly new); a wrong guess costs
+  // one more round trip, never a wrong answer. The first time `tx`
   // touches the topic it is also resolved through `tx`, in the same round
   // trip (with BEGIN) when the lock is `tx`'s first statement and the
   // client knows the topic, in a round trip of its own otherwise.
