@@ -326,12 +326,14 @@ PolledBatch PollRead(ClientCore& core, Tx& tx, const std::string& topic,
   PolledBatch batch;
   batch.topic_id = info->id;
   Position position;
-  if (!LockPosition(core, s, *info, consumer, batch.partition, position,
-                    std::move(first))) {
-    batch.partition = -1;
-    return batch;
-  }
+  // The lock (with more partitions) and the read name the message table: a
+  // Destroy that committed since the look-up makes them fail with 42P01.
   try {
+    if (!LockPosition(core, s, *info, consumer, batch.partition, position,
+                      std::move(first))) {
+      batch.partition = -1;
+      return batch;
+    }
     batch.deliveries =
         ReadBatch(core, s, info->id, batch.partition, options.heads_only,
                   options.batch_size, position);

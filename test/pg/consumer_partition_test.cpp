@@ -6,6 +6,7 @@
 #include <future>
 #include <set>
 
+#include "citus_profile.hpp"
 #include "consumer_support.hpp"
 #include "live_db.hpp"
 
@@ -149,6 +150,39 @@ TEST_CASE("instances of a consumer work different partitions at once") {
   }
   std::sort(all.begin(), all.end());
   CHECK(all == LogIds(db, "share"));
+}
+
+TEST_CASE(
+    "a topic destroyed between a Poll's look-up and its lock is "
+    "TopicNotFound") {
+  // With more partitions the look-up and the lock are two statements, and
+  // the lock reads the message table. The ordering is forced: a
+  // transaction holds that table while the Poll's lock waits for it, then
+  // drops the topic as Destroy does.
+  LiveDb db;
+  if (testing::SkipOnCitus("the lock reads no message table on Citus")) {
+    return;
+  }
+  auto topic = db.client().Topic<Counter>("going");
+  topic.Register(Partitions(3));
+  auto consumer = topic.Consumer("c", ConsumerOptions{100, false});
+  CHECK(ConsumeAll(db.client(), consumer).empty());  // creates the positions
+  const std::string head = db.HeadTable("going");
+  const std::string message = db.MessageTable("going");
+  testing::RawConn dropper;
+  dropper.Query("BEGIN");
+  dropper.Query("LOCK TABLE " + message + " IN ACCESS EXCLUSIVE MODE");
+  auto polled = std::async(std::launch::async, [&] {
+    db.client().InTransaction([&](Tx& tx) { consumer.Poll(tx); });
+  });
+  testing::RawConn observer;
+  CHECK(
+      testing::WaitForLockWait(observer, "compaction:Poll:lock", db.schema()));
+  dropper.Query("DELETE FROM " + db.QuotedSchema() +
+                ".topic WHERE name = 'going'");
+  dropper.Query("DROP TABLE " + head + ", " + message);
+  dropper.Query("COMMIT");
+  CHECK_THROWS_AS(polled.get(), compaction::TopicNotFound);
 }
 
 TEST_CASE("with one partition, instances take turns and deliver once") {
