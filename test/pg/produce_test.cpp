@@ -278,8 +278,7 @@ TEST_CASE(
   auto producer = mine.RegisterProducer();
   producer.Produce(Counter{1}, Compacted("k"));  // caches "mine"'s id
   const std::int64_t old_id = db.TopicId("mine");
-  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
-  db.client().InstallSchema();
+  testing::InstallAgain(db);
   db.client().Topic<Counter>("other").Register();
   db.client().Topic<Counter>("mine").Register();
   // Ids never repeat across installs: the identity starts at the clock.
@@ -295,8 +294,7 @@ TEST_CASE(
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("mine")) == 2);
   // A second install in the same database starts above this one's ids.
   const std::int64_t last = db.TopicId("mine");
-  db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
-  db.client().InstallSchema();
+  testing::InstallAgain(db);
   db.client().Topic<Counter>("third").Register();
   CHECK(db.TopicId("third") > last);
 }

@@ -246,9 +246,13 @@ bool WaitForLockWait(RawConn& observer, const std::string& marker,
   return false;
 }
 
-void InstallAgainFrom(LiveDb& db, std::int64_t id) {
+void InstallAgain(LiveDb& db) {
   db.raw().Query("DROP SCHEMA " + db.QuotedSchema() + " CASCADE");
   db.client().InstallSchema();
+}
+
+void InstallAgainFrom(LiveDb& db, std::int64_t id) {
+  InstallAgain(db);
   db.raw().Query("ALTER TABLE " + db.QuotedSchema() +
                  ".topic ALTER COLUMN id RESTART WITH " + std::to_string(id));
 }

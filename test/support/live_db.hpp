@@ -133,10 +133,12 @@ void InsertHeadless(RawConn& raw, const std::string& table,
 // A fresh unique string for keys and topic names.
 std::string Unique(const std::string& prefix);
 
-// Drops `db`'s schema and installs it again under the live clients, then
-// makes the next topic id `id`. An install starts its ids above every id
-// an earlier one handed out; a clock stepped back, or an old dump
-// restored, could still hand one out again.
+// Drops `db`'s schema and installs it again under the live clients.
+void InstallAgain(LiveDb& db);
+
+// InstallAgain, then makes the next topic id `id`. An install starts its
+// ids above every id an earlier one handed out; a clock stepped back, or
+// an old dump restored, could still hand one out again.
 void InstallAgainFrom(LiveDb& db, std::int64_t id);
 
 // InstallAgainFrom with the id of `name`, whose old id the live clients'
