@@ -8,6 +8,8 @@
 # under 107 bytes) readable by the postgres user. As root, the server runs
 # as `postgres` because initdb and pg_ctl refuse root. The port is random
 # and free; fsync is off because the data is thrown away.
+# track_activity_query_size: tests read the library's statements whole
+# from pg_stat_activity, and their length grows with the schema name.
 set -euo pipefail
 
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -47,7 +49,8 @@ start() {
     -o "-p $port -k $dir/s -c listen_addresses=127.0.0.1 -c fsync=off \
         -c synchronous_commit=off -c full_page_writes=off \
         -c max_connections=300 -c shared_buffers=256MB \
-        -c max_locks_per_transaction=256" start >/dev/null \
+        -c max_locks_per_transaction=256 \
+        -c track_activity_query_size=4096" start >/dev/null \
     || { cat "$dir/server.log" >&2; exit 1; }
   cat >"$dir/env" <<ENV
 export PGHOST=$dir/s

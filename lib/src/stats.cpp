@@ -75,7 +75,10 @@ void ValidateStatsOptions(const char* operation, const StatsOptions& options) {
 //
 // Kept short (NULLs are defaulted in ParseStats, not by coalesce) so that a
 // single topic's statement shows whole in pg_stat_activity at the default
-// track_activity_query_size of 1 kB. `with_version` adds the topic's
+// track_activity_query_size of 1 kB, for a schema name of up to 11
+// characters (the default "compaction" included: the name appears four
+// times). The tests' server raises the size (deploy/local/pg.sh), since
+// their schema names are longer. `with_version` adds the topic's
 // baseline version, for topics that come from a listing rather than from
 // ResolveTopic, which checks it.
 std::string StatsSelect(const ClientCore& core, pg::Session s, std::int64_t id,
