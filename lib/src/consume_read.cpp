@@ -53,9 +53,11 @@
 // ended; doc/citus.md ("Consumers on Citus") gives the orderings.
 #include "consume_read.hpp"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
+#include "compaction/errors.hpp"
 #include "rows.hpp"
 
 namespace compaction::detail {
@@ -81,7 +83,11 @@ std::string IsHeadSql(const ClientCore& core, std::int64_t topic_id,
 // $1 partition, $2 D, $3 W (NULL: this statement's snapshot), $4/$5 the
 // cursor (xid, id), $6 the most rows, $7/$8 where the range scan starts
 // (RangeStart). The first column of the one row that is always returned is
-// W; a row without a message means none was found.
+// W; a row without a message means none was found. The last column says,
+// for a new window, whether the partition holds a message whose xid is at
+// or above W's xmax: impossible for a visible row written by this cluster
+// (its writer ended before this statement's snapshot), other than one of
+// the reader's own, so it was copied from another cluster (ReadBatch).
 std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
                     bool heads_only) {
   const std::string message = core.MessageTable(topic_id);
@@ -94,7 +100,15 @@ std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
          "coalesce($3::pg_snapshot, " +
          std::string(kWindowSnapshotSql) +
          ") AS s), "
-         "d AS MATERIALIZED (SELECT $2::pg_snapshot AS s) "
+         "d AS MATERIALIZED (SELECT $2::pg_snapshot AS s), "
+         "ahead AS MATERIALIZED (SELECT $3::pg_snapshot IS NULL AND EXISTS ("
+         "SELECT 1 FROM " +
+         message +
+         " m WHERE m.partition = $1::integer AND m.xid >= "
+         "pg_catalog.pg_snapshot_xmax(" +
+         w +
+         ") AND m.xid IS DISTINCT FROM "
+         "pg_catalog.pg_current_xact_id_if_assigned()) AS a) "
          "SELECT (SELECT s::text FROM w), b.id, b.message_key, "
          "b.schema_version, b.compaction_rank, " +
          Micros("b.created_at") + ", b.payload::text, b.xid::text, " +
@@ -102,7 +116,7 @@ std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
          // others.
          "b.compaction_rank IS NOT NULL AND b.message_key IS NOT NULL AND " +
          IsHeadSql(core, topic_id, "b") +
-         " FROM (SELECT) one LEFT JOIN LATERAL (SELECT u.* FROM (("
+         ", ahead.a FROM (SELECT) one LEFT JOIN LATERAL (SELECT u.* FROM (("
          "SELECT " +
          Columns("m") + " FROM " + message +
          " m WHERE m.partition = $1::integer "
@@ -120,15 +134,23 @@ std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
          "AND pg_catalog.pg_visible_in_snapshot(x.xid, " +
          w +
          "))) u ORDER BY u.xid, u.id LIMIT $6::bigint) b ON true "
-         "ORDER BY b.xid, b.id";
+         "CROSS JOIN ahead ORDER BY b.xid, b.id";
 }
 
 struct Window {
-  std::string snapshot;  // W as read
-  bool held = false;     // Citus: not opened, a prepared writer on the shard
+  std::string snapshot;    // W as read
+  bool held = false;       // Citus: not opened, a prepared writer on the shard
+  bool opened = false;     // W was taken by this read: a new window
+  bool log_ahead = false;  // a message at or above W's xmax (ReadSql)
   std::vector<RawDelivery> rows;
   std::optional<std::string> last_xid;
 };
+
+// xmax of a snapshot's text form, "xmin:xmax:xip,...".
+std::uint64_t SnapshotXmax(const std::string& snapshot) {
+  const size_t from = snapshot.find(':') + 1;
+  return std::stoull(snapshot.substr(from, snapshot.find(':', from) - from));
+}
 
 // Where the range scan of xids from xmax(D) starts: after the cursor, or
 // at xmax(D) when the cursor lies below it (none yet, or a message of D's
@@ -138,9 +160,7 @@ struct Window {
 // beginning (every tail Poll read the whole log). Ids start at 1, so
 // (xid, id) > (xmax(D), 0) means xid >= xmax(D).
 std::pair<std::string, std::int64_t> RangeStart(const Position& at) {
-  const std::string& d = at.done;  // "xmin:xmax:xip,..."
-  const size_t from = d.find(':') + 1;
-  const std::string xmax = d.substr(from, d.find(':', from) - from);
+  const std::string xmax = std::to_string(SnapshotXmax(at.done));
   if (at.cursor_xid && std::stoull(*at.cursor_xid) >= std::stoull(xmax)) {
     return {*at.cursor_xid, at.cursor_id.value_or(0)};
   }
@@ -185,7 +205,8 @@ bool PreparedOnShard(ClientCore& core, pg::Session s, std::int64_t topic_id,
 Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
                   int partition, bool heads_only, int limit, Position at) {
   constexpr const char* kOp = "Poll";
-  if (core.citus() && !at.read) {
+  const bool opening = !at.read;
+  if (core.citus() && opening) {
     // W is the coordinator's: every stored xid is (doc/citus.md). A
     // two-phase writer visible in W may still be prepared on the shard:
     // then the window is not opened and the position stays where it is.
@@ -211,6 +232,8 @@ Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
                               .Add(start.second));
   Window out;
   out.snapshot = std::string(pg::Text(r, 0, 0));
+  out.opened = opening;
+  out.log_ahead = pg::Bool(r, 0, 9);
   const int n = r.rows();
   for (int row = 0; row < n; ++row) {
     if (pg::IsNull(r, row, 1)) break;  // the empty window's one row
@@ -240,9 +263,43 @@ Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
   return out;
 }
 
+// A new window's W is this cluster's current snapshot (on Citus the
+// coordinator's), and a snapshot's xmax never goes back: every position
+// stored here has an xmax at or below it. One above it, or a message at or
+// above it (ReadSql), came from another cluster through a logical copy:
+// its ids mean nothing here, and reading on would count this cluster's new
+// messages as consumed, or never reach the copied ones. On Citus the
+// messages' side is not looked at (the shard's snapshot is not the
+// coordinator's). That look is one more range of the (partition, xid, id)
+// index per new window, from W's xmax up: empty in a healthy cluster but
+// for the rows of writers still in progress, which the window's own range
+// scan passes once a window too.
+void CheckNotAhead(const char* operation, const std::string& reader,
+                   int partition, const Position& at, const Window& w) {
+  if (!w.opened || w.held) return;
+  const std::uint64_t here = SnapshotXmax(w.snapshot);
+  const std::uint64_t done = SnapshotXmax(at.done);
+  if (done <= here && !w.log_ahead) return;
+  const std::string what =
+      done > here ? "its position is at transaction id " +
+                        std::to_string(done) + ", past"
+                  : "its log holds a message of a transaction id at or above";
+  throw DatabaseError(
+      operation, std::string(kTransactionIdsAhead),
+      reader + ", partition " + std::to_string(partition) + ": " + what +
+          " this server's next one (" + std::to_string(here) +
+          "): the database was copied from another cluster (a logical dump "
+          "or logical replication), whose transaction ids mean nothing "
+          "here. Nothing was read and no position moved; move this "
+          "cluster's transaction ids past the old ones first "
+          "(doc/operations.md, \"Moving a database\")");
+}
+
 }  // namespace
 
 std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
+                                   const char* operation,
+                                   const std::string& reader,
                                    std::int64_t topic_id, int partition,
                                    bool heads_only, int limit,
                                    Position& position) {
@@ -259,6 +316,7 @@ std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
     const bool fresh = !at.read.has_value();
     const int want = limit - static_cast<int>(out.size());
     Window w = ReadWindow(core, s, topic_id, partition, heads_only, want, at);
+    CheckNotAhead(operation, reader, partition, at, w);
     const bool full = static_cast<int>(w.rows.size()) == want;
     if (full) {
       at.read = w.snapshot;

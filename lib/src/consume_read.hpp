@@ -26,8 +26,13 @@ struct Position {
 // Reads up to `limit` deliveries of `partition` after `position` and moves
 // `position` past them (in memory only; not at all when a read throws).
 // Opens a new window when the current one runs out, at most once, so an
-// empty result means nothing new.
+// empty result means nothing new. Throws DatabaseError (`operation`,
+// kTransactionIdsAhead, naming `reader`, e.g. "consumer 'c' of topic 't'")
+// when a new window finds the position, or a message of the partition,
+// ahead of this server's transaction ids.
 std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
+                                   const char* operation,
+                                   const std::string& reader,
                                    std::int64_t topic_id, int partition,
                                    bool heads_only, int limit,
                                    Position& position);

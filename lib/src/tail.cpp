@@ -105,9 +105,9 @@ std::vector<Delivery<RawMessage>> TopicTail::Next() {
           st.next = (st.next + 1) % st.positions.size();
           if (!news[partition]) continue;
           for (detail::RawDelivery& raw : detail::ReadBatch(
-                   *st.core, s, topic.id, static_cast<int>(partition),
-                   st.options.heads_only, st.options.batch_size,
-                   st.positions[partition])) {
+                   *st.core, s, kOp, "the tail of topic '" + st.topic + "'",
+                   topic.id, static_cast<int>(partition), st.options.heads_only,
+                   st.options.batch_size, st.positions[partition])) {
             Delivery<RawMessage> d;
             d.id = raw.stored.id;
             d.schema_version = raw.stored.schema_version;

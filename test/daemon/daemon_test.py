@@ -19,12 +19,12 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Daemon, LockHolder, as_postgres, check,  # noqa: E402
+from harness import (Daemon, LockHolder, OwnCluster, check,  # noqa: E402
                      connections, drop_schema, free_port, headless_count,
                      insert_headless,
                      insert_materialized, log, materialized_count, psql,
                      psql_file, register, run_cli, scalar, setup_schema,
-                     wait_for, PG_BIN)
+                     wait_for)
 from harness import check_stats_cancelled, locked_topic  # noqa: E402
 from harness import parse_test_args, run_one  # noqa: E402
 
@@ -225,40 +225,8 @@ def test_many_topics():
 
 # --- database restarted under the daemon -------------------------------------
 
-class OwnCluster:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="cpg.", dir="/tmp")
-        subprocess.run(["bash", os.path.join(ARGS.repo, "deploy/local/pg.sh"),
-                        "start", self.dir], check=True, capture_output=True)
-        self.env = dict(os.environ)
-        with open(os.path.join(self.dir, "env")) as f:
-            for line in f:
-                m = re.match(r"export (\w+)=(.*)", line.strip())
-                if m:
-                    self.env[m.group(1)] = m.group(2)
-        self.port = self.env["PGPORT"]
-
-    def pg_ctl(self, *args):
-        subprocess.run(as_postgres([f"{PG_BIN}/pg_ctl", "-D",
-                                    f"{self.dir}/data", *args]),
-                       check=True, capture_output=True, timeout=60)
-
-    def stop_server(self):
-        self.pg_ctl("-m", "fast", "-w", "stop")
-
-    def start_server(self):
-        self.pg_ctl("-l", f"{self.dir}/server.log", "-w", "-t", "60", "-o",
-                    f"-p {self.port} -k {self.dir}/s "
-                    "-c listen_addresses=127.0.0.1 -c fsync=off "
-                    "-c max_connections=300", "start")
-
-    def destroy(self):
-        subprocess.run(["bash", os.path.join(ARGS.repo, "deploy/local/pg.sh"),
-                        "stop", self.dir], capture_output=True)
-
-
 def test_db_restart():
-    cluster = OwnCluster()
+    cluster = OwnCluster(ARGS.repo)
     env = cluster.env
     schema = schema_name("restart")
     app = f"cd_restart_{os.getpid()}"

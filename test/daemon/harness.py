@@ -290,6 +290,42 @@ def as_postgres(cmd):
     return cmd
 
 
+class OwnCluster:
+    """A throwaway cluster of its own (deploy/local/pg.sh), for tests that
+    stop, restart or copy a server; `env` has its PG* variables."""
+
+    def __init__(self, repo):
+        self.repo = repo
+        self.dir = tempfile.mkdtemp(prefix="cpg.", dir="/tmp")
+        subprocess.run(["bash", os.path.join(self.repo, "deploy/local/pg.sh"),
+                        "start", self.dir], check=True, capture_output=True)
+        self.env = dict(os.environ)
+        with open(os.path.join(self.dir, "env")) as f:
+            for line in f:
+                m = re.match(r"export (\w+)=(.*)", line.strip())
+                if m:
+                    self.env[m.group(1)] = m.group(2)
+        self.port = self.env["PGPORT"]
+
+    def pg_ctl(self, *args):
+        subprocess.run(as_postgres([f"{PG_BIN}/pg_ctl", "-D",
+                                    f"{self.dir}/data", *args]),
+                       check=True, capture_output=True, timeout=60)
+
+    def stop_server(self):
+        self.pg_ctl("-m", "fast", "-w", "stop")
+
+    def start_server(self):
+        self.pg_ctl("-l", f"{self.dir}/server.log", "-w", "-t", "60", "-o",
+                    f"-p {self.port} -k {self.dir}/s "
+                    "-c listen_addresses=127.0.0.1 -c fsync=off "
+                    "-c max_connections=300", "start")
+
+    def destroy(self):
+        subprocess.run(["bash", os.path.join(self.repo, "deploy/local/pg.sh"),
+                        "stop", self.dir], capture_output=True)
+
+
 def parse_test_args(tests):
     """The command line every test file takes: --binary, --repo, TEST."""
     import argparse

@@ -173,6 +173,15 @@ class COMPACTION_EXPORT InternalError : public Error {
 // role is not granted.
 inline constexpr std::string_view kInsufficientPrivilege = "42501";
 
+// DatabaseError::sqlstate() of a Poll or TopicTail that found transaction
+// ids this server has not handed out yet (object_not_in_prerequisite_state):
+// a consumer position or a message written by another cluster, copied here
+// by a logical dump or logical replication. Such ids mean nothing here, and
+// reading on would skip messages for good, so nothing is delivered and no
+// position moves until the cluster's ids are past them (doc/operations.md,
+// "Moving a database").
+inline constexpr std::string_view kTransactionIdsAhead = "55000";
+
 class COMPACTION_EXPORT DatabaseError : public Error {
  public:
   DatabaseError(std::string operation, std::string sqlstate,
