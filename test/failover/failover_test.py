@@ -4,7 +4,9 @@ target_session_attrs=read-write; the primary is stopped (fast or immediate)
 and the standby promoted.
 
 Asserts: no acknowledged write lost, every committed increment counted once
-(failover_writer checks both on the new primary), no libpq notice on the
+(failover_writer checks both on the new primary), every message in the log
+delivered to a consumer that polled all along (never refused for transaction
+ids ahead of the new primary's), no libpq notice on the
 writer's or the daemon's stderr, compactiond ready again (and a sweep done)
 within 10 s of the promote. Prints one FIGURE line with the outcome counts
 and the ready time. The `fast` case first runs failover_tests (a backend
@@ -108,6 +110,9 @@ def failover(args, pair, mode):
     summary = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
     log(f"writer: {json.dumps(summary)}")
     check(summary, f"writer printed no summary (rc {writer.returncode}): {err}")
+    check(summary["not_consumed"] == 0 and summary["polls_ahead"] == 0
+          and summary["consumed"] > 0,
+          f"the consumer missed messages or was refused: {summary}")
     check(writer.returncode == 0 and summary["produces_lost"] == 0 and
           summary["bad_keys"] == 0,
           f"acknowledged writes lost or increments miscounted: {summary}")

@@ -5,7 +5,11 @@
 // (retried: it did not commit), CommitOutcomeUnknown. Then it checks on the
 // (new) primary that no acknowledged write is missing and that every key's
 // log is exactly 1..head (each committed increment counted once), and
-// prints one JSON summary line on stdout.
+// prints one JSON summary line on stdout. A consumer thread polls the
+// topic all along; at the end it reads to the end on the new primary, and
+// every message in the log must have been delivered, with no Poll refused
+// for transaction ids ahead of the server's (a promoted standby continues
+// the primary's ids).
 //
 //   failover_writer CONNINFO SCHEMA TOPIC INCREMENTERS PRODUCERS KEYS
 #include <libpq-fe.h>
@@ -48,6 +52,10 @@ struct Tally {
   std::atomic<std::int64_t> other_errors{0};
   std::atomic<std::int64_t> notices{0};
   std::string last_other;
+  // Ids a Poll delivered in a transaction that committed, or whose outcome
+  // is unknown (it may have).
+  std::set<std::int64_t> consumed;
+  std::atomic<std::int64_t> polls_ahead{0};  // kTransactionIdsAhead
 };
 
 void Pause() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
@@ -121,6 +129,45 @@ void Producer(Client& client, const std::string& topic_name, int index,
   }
 }
 
+// One Poll in a transaction of its own; false when it delivered nothing.
+bool PollOnce(Client& client, compaction::Consumer<Counter>& consumer,
+              Tally& tally) {
+  std::vector<std::int64_t> ids;
+  try {
+    compaction::Tx tx = client.Begin();
+    for (const auto& d : consumer.Poll(tx)) ids.push_back(d.id);
+    tx.Commit();
+  } catch (const CommitOutcomeUnknown&) {
+  } catch (const ConnectionLost&) {
+    ++tally.lost;
+    Pause();
+    return true;
+  } catch (const compaction::DatabaseError& e) {
+    if (e.sqlstate() == compaction::kTransactionIdsAhead) ++tally.polls_ahead;
+    OtherError(tally, e);
+    Pause();
+    return true;
+  } catch (const compaction::Error& e) {
+    OtherError(tally, e);
+    Pause();
+    return true;
+  }
+  std::lock_guard lock(tally.mutex);
+  tally.consumed.insert(ids.begin(), ids.end());
+  return !ids.empty();
+}
+
+void Poller(Client& client, const std::string& topic_name, Tally& tally) {
+  auto consumer = client.Topic<Counter>(topic_name).Consumer("failover");
+  while (!g_stop) {
+    if (!PollOnce(client, consumer, tally)) Pause();
+  }
+  // To the end, on whatever the conninfo reaches now.
+  for (int round = 0; round < 100000 && PollOnce(client, consumer, tally);
+       ++round) {
+  }
+}
+
 // Rows of `sql` on a fresh connection to the (new) primary.
 std::vector<std::vector<std::string>> Query(const std::string& conninfo,
                                             const std::string& sql) {
@@ -159,7 +206,7 @@ int main(int argc, char** argv) {
   Tally tally;
   compaction::ClientOptions options;
   options.schema = schema;
-  options.pool_size = incrementers + producers + 1;
+  options.pool_size = incrementers + producers + 2;
   options.application_name = "failover_writer";
   options.commit_check_timeout = std::chrono::seconds(15);
   options.notice_handler = [&](const compaction::Notice&) { ++tally.notices; };
@@ -172,6 +219,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < producers; ++i) {
     threads.emplace_back(Producer, std::ref(client), topic, i, std::ref(tally));
   }
+  threads.emplace_back(Poller, std::ref(client), topic, std::ref(tally));
   std::cerr << "writer: running\n";
   for (auto& t : threads) t.join();
 
@@ -188,6 +236,12 @@ int main(int argc, char** argv) {
                                "created_at) * 1e6)::bigint FROM " +
                                    table + " WHERE message_key LIKE 'p%'")) {
     stored.emplace(std::stoll(row[0]), row[1], std::stoll(row[2]));
+  }
+  // Every message still in the log (the cleaner may have removed
+  // superseded ones) was delivered.
+  std::int64_t not_consumed = 0;
+  for (const auto& row : Query(conninfo, "SELECT id FROM " + table)) {
+    not_consumed += tally.consumed.count(std::stoll(row[0])) == 0;
   }
   std::int64_t lost_produces = 0;
   for (const auto& p : tally.produced) lost_produces += stored.count(p) == 0;
@@ -228,7 +282,13 @@ int main(int argc, char** argv) {
                         {"other_errors", tally.other_errors.load()},
                         {"last_other_error", tally.last_other},
                         {"notices", tally.notices.load()},
+                        {"consumed", tally.consumed.size()},
+                        {"not_consumed", not_consumed},
+                        {"polls_ahead", tally.polls_ahead.load()},
                         {"keys", keys_json}};
   std::cout << out.dump() << std::endl;
-  return (lost_produces == 0 && bad_keys == 0) ? 0 : 1;
+  return (lost_produces == 0 && bad_keys == 0 && not_consumed == 0 &&
+          tally.polls_ahead == 0)
+             ? 0
+             : 1;
 }
