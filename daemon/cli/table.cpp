@@ -92,6 +92,22 @@ const Command* Find(const std::vector<std::string>& words) {
   return best;
 }
 
+// "did you mean 'stats'? " when the command line's first words are a typo
+// of one command's words (suggest.hpp's Closest, same word count), or "".
+std::string DidYouMeanCommand(const std::vector<std::string>& words) {
+  for (std::size_t n = words.size(); n > 0; --n) {
+    std::vector<std::string> names;
+    for (const Command& c : CommandTable()) {
+      if (c.words.size() == n) names.push_back(c.Name());
+    }
+    const std::vector<std::string> first(words.begin(), words.begin() + n);
+    if (auto near = Closest(Join(first, " "), names)) {
+      return "did you mean '" + *near + "'? ";
+    }
+  }
+  return "";
+}
+
 void CheckUse(const Command& command, const Call& call) {
   for (const auto& [name, value] : call.inv.options) {
     const bool taken =
@@ -298,7 +314,8 @@ int Dispatch(const std::vector<std::string>& argv, Invocation& inv) {
     const bool quotable =
         std::all_of(words.begin(), words.end(), LooksLikeCommandWord);
     throw ConfigError(
-        quotable ? "unknown command '" + Join(words, " ") + "' (see --help)"
+        quotable ? "unknown command '" + Join(words, " ") + "' (" +
+                       DidYouMeanCommand(words) + "see --help)"
                  : "unknown command (not shown: a word of it is not a "
                    "command word, a-z and '-' only; a conninfo goes in --db "
                    "or the config file; see --help)");

@@ -68,6 +68,19 @@ TEST_CASE("arguments and required flags are checked against the row") {
              Catch::StartsWith("'sweep' needs --once"));
   CHECK(DispatchError({"topic", "frob"}) ==
         "unknown command 'topic frob' (see --help)");
+  // A typo of a command gets its name; arguments after it do not matter.
+  CHECK(DispatchError({"stat"}) ==
+        "unknown command 'stat' (did you mean 'stats'? see --help)");
+  CHECK(DispatchError({"topic", "lst"}) ==
+        "unknown command 'topic lst' (did you mean 'topic list'? see --help)");
+  CHECK(DispatchError({"topic", "regster", "orders"}) ==
+        "unknown command 'topic regster orders' (did you mean 'topic "
+        "register'? see --help)");
+  // Nothing is suggested for what is not quoted (a password, perhaps).
+  CHECK(DispatchError({"Stats1"}) ==
+        "unknown command (not shown: a word of it is not a command word, a-z "
+        "and '-' only; a conninfo goes in --db or the config file; see "
+        "--help)");
   CHECK_THAT(DispatchError({"consumer", "reset", "t", "c"}),
              Catch::Contains("exactly one"));
   CHECK(DispatchError({"schema", "install", "--role-prefix", "p"}) ==
