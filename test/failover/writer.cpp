@@ -129,42 +129,52 @@ void Producer(Client& client, const std::string& topic_name, int index,
   }
 }
 
-// One Poll in a transaction of its own; false when it delivered nothing.
-bool PollOnce(Client& client, compaction::Consumer<Counter>& consumer,
-              Tally& tally) {
+// One Poll in a transaction of its own: how many it delivered, or -1 when
+// it failed (counted in the tally).
+int PollOnce(Client& client, compaction::Consumer<Counter>& consumer,
+             Tally& tally) {
   std::vector<std::int64_t> ids;
   try {
     compaction::Tx tx = client.Begin();
     for (const auto& d : consumer.Poll(tx)) ids.push_back(d.id);
     tx.Commit();
   } catch (const CommitOutcomeUnknown&) {
+    // It may have committed: its deliveries count (a redelivery repeats
+    // them, which the set absorbs).
   } catch (const ConnectionLost&) {
     ++tally.lost;
-    Pause();
-    return true;
+    return -1;
   } catch (const compaction::DatabaseError& e) {
     if (e.sqlstate() == compaction::kTransactionIdsAhead) ++tally.polls_ahead;
     OtherError(tally, e);
-    Pause();
-    return true;
+    return -1;
   } catch (const compaction::Error& e) {
     OtherError(tally, e);
-    Pause();
-    return true;
+    return -1;
   }
   std::lock_guard lock(tally.mutex);
   tally.consumed.insert(ids.begin(), ids.end());
-  return !ids.empty();
+  return static_cast<int>(ids.size());
 }
 
 void Poller(Client& client, const std::string& topic_name, Tally& tally) {
   auto consumer = client.Topic<Counter>(topic_name).Consumer("failover");
   while (!g_stop) {
-    if (!PollOnce(client, consumer, tally)) Pause();
+    if (PollOnce(client, consumer, tally) <= 0) Pause();
   }
-  // To the end, on whatever the conninfo reaches now.
-  for (int round = 0; round < 100000 && PollOnce(client, consumer, tally);
-       ++round) {
+}
+
+// After every writer has stopped: reads to the end on whatever the
+// conninfo reaches now, within 30 s; a refusal ends it at once.
+void Drain(Client& client, const std::string& topic_name, Tally& tally) {
+  auto consumer = client.Topic<Counter>(topic_name).Consumer("failover");
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline &&
+         tally.polls_ahead == 0) {
+    const int got = PollOnce(client, consumer, tally);
+    if (got == 0) return;
+    if (got < 0) Pause();
   }
 }
 
@@ -222,6 +232,7 @@ int main(int argc, char** argv) {
   threads.emplace_back(Poller, std::ref(client), topic, std::ref(tally));
   std::cerr << "writer: running\n";
   for (auto& t : threads) t.join();
+  Drain(client, topic, tally);
 
   // Verification on whatever the conninfo reaches now.
   const std::string table =
