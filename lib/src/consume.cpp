@@ -334,10 +334,11 @@ PolledBatch PollRead(ClientCore& core, Tx& tx, const std::string& topic,
       batch.partition = -1;
       return batch;
     }
-    batch.deliveries = ReadBatch(
-        core, s, kPollOp,
-        "consumer '" + consumer + "' of topic '" + topic + "'", info->id,
-        batch.partition, options.heads_only, options.batch_size, position);
+    const Reader reader{kPollOp,
+                        "consumer '" + consumer + "' of topic '" + topic + "'"};
+    batch.deliveries =
+        ReadBatch(core, s, reader, info->id, batch.partition,
+                  options.heads_only, options.batch_size, position);
   } catch (const DatabaseError& e) {
     if (e.sqlstate() == pg::kUndefinedTable)
       throw TopicNotFound(kPollOp, topic);

@@ -53,6 +53,7 @@
 // ended; doc/citus.md ("Consumers on Citus") gives the orderings.
 #include "consume_read.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -83,11 +84,13 @@ std::string IsHeadSql(const ClientCore& core, std::int64_t topic_id,
 // $1 partition, $2 D, $3 W (NULL: this statement's snapshot), $4/$5 the
 // cursor (xid, id), $6 the most rows, $7/$8 where the range scan starts
 // (RangeStart). The first column of the one row that is always returned is
-// W; a row without a message means none was found. The last column says,
-// for a new window, whether the partition holds a message whose xid is at
-// or above W's xmax: impossible for a visible row written by this cluster
-// (its writer ended before this statement's snapshot), other than one of
-// the reader's own, so it was copied from another cluster (ReadBatch).
+// W; a row without a message means none was found. The last two columns
+// serve CheckNotAhead: this statement's snapshot xmax, and for a new
+// window the largest xid of a message of the partition at or above it,
+// which no visible row written by this cluster has (its writer ended
+// before this statement's snapshot), but for one of the reader's own. On
+// Citus both are NULL: the statement runs on the shard, whose snapshot is
+// not the coordinator's.
 std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
                     bool heads_only) {
   const std::string message = core.MessageTable(topic_id);
@@ -101,14 +104,21 @@ std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
          std::string(kWindowSnapshotSql) +
          ") AS s), "
          "d AS MATERIALIZED (SELECT $2::pg_snapshot AS s), "
-         "ahead AS MATERIALIZED (SELECT $3::pg_snapshot IS NULL AND EXISTS ("
-         "SELECT 1 FROM " +
-         message +
-         " m WHERE m.partition = $1::integer AND m.xid >= "
-         "pg_catalog.pg_snapshot_xmax(" +
-         w +
-         ") AND m.xid IS DISTINCT FROM "
-         "pg_catalog.pg_current_xact_id_if_assigned()) AS a) "
+         "ahead AS MATERIALIZED (" +
+         (core.citus() ? std::string("SELECT NULL::text AS here, NULL::text "
+                                     "AS copied")
+                       : "SELECT pg_catalog.pg_snapshot_xmax("
+                         "pg_catalog.pg_current_snapshot())::text AS here, "
+                         "CASE WHEN $3::pg_snapshot IS NULL THEN (SELECT "
+                         "pg_catalog.max(m.xid) FROM " +
+                             message +
+                             " m WHERE m.partition = $1::integer AND m.xid "
+                             ">= pg_catalog.pg_snapshot_xmax(" +
+                             w +
+                             ") AND m.xid IS DISTINCT FROM "
+                             "pg_catalog.pg_current_xact_id_if_assigned())::"
+                             "text END AS copied") +
+         ") "
          "SELECT (SELECT s::text FROM w), b.id, b.message_key, "
          "b.schema_version, b.compaction_rank, " +
          Micros("b.created_at") + ", b.payload::text, b.xid::text, " +
@@ -116,7 +126,8 @@ std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
          // others.
          "b.compaction_rank IS NOT NULL AND b.message_key IS NOT NULL AND " +
          IsHeadSql(core, topic_id, "b") +
-         ", ahead.a FROM (SELECT) one LEFT JOIN LATERAL (SELECT u.* FROM (("
+         ", ahead.here, ahead.copied FROM (SELECT) one LEFT JOIN LATERAL "
+         "(SELECT u.* FROM (("
          "SELECT " +
          Columns("m") + " FROM " + message +
          " m WHERE m.partition = $1::integer "
@@ -138,10 +149,12 @@ std::string ReadSql(const ClientCore& core, std::int64_t topic_id,
 }
 
 struct Window {
-  std::string snapshot;    // W as read
-  bool held = false;       // Citus: not opened, a prepared writer on the shard
-  bool opened = false;     // W was taken by this read: a new window
-  bool log_ahead = false;  // a message at or above W's xmax (ReadSql)
+  std::string snapshot;  // W as read
+  bool held = false;     // Citus: not opened, a prepared writer on the shard
+  // The server's snapshot xmax as this read saw it (unknown: on Citus, in
+  // a window opened earlier), and a message's xid at or above it.
+  std::optional<std::uint64_t> here;
+  std::optional<std::string> copied_xid;
   std::vector<RawDelivery> rows;
   std::optional<std::string> last_xid;
 };
@@ -205,8 +218,8 @@ bool PreparedOnShard(ClientCore& core, pg::Session s, std::int64_t topic_id,
 Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
                   int partition, bool heads_only, int limit, Position at) {
   constexpr const char* kOp = "Poll";
-  const bool opening = !at.read;
-  if (core.citus() && opening) {
+  std::optional<std::uint64_t> here;
+  if (core.citus() && !at.read) {
     // W is the coordinator's: every stored xid is (doc/citus.md). A
     // two-phase writer visible in W may still be prepared on the shard:
     // then the window is not opened and the position stays where it is.
@@ -217,6 +230,7 @@ Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
       held.held = true;
       return held;
     }
+    here = SnapshotXmax(w);
     at.read = std::move(w);
   }
   const std::pair<std::string, std::int64_t> start = RangeStart(at);
@@ -232,8 +246,10 @@ Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
                               .Add(start.second));
   Window out;
   out.snapshot = std::string(pg::Text(r, 0, 0));
-  out.opened = opening;
-  out.log_ahead = pg::Bool(r, 0, 9);
+  out.here = pg::IsNull(r, 0, 9) ? here
+                                 : std::optional<std::uint64_t>(std::stoull(
+                                       std::string(pg::Text(r, 0, 9))));
+  if (!pg::IsNull(r, 0, 10)) out.copied_xid = std::string(pg::Text(r, 0, 10));
   const int n = r.rows();
   for (int row = 0; row < n; ++row) {
     if (pg::IsNull(r, row, 1)) break;  // the empty window's one row
@@ -263,45 +279,74 @@ Window ReadWindow(ClientCore& core, pg::Session s, std::int64_t topic_id,
   return out;
 }
 
-// A new window's W is this cluster's current snapshot (on Citus the
-// coordinator's), and a snapshot's xmax never goes back: every position
-// stored here has an xmax at or below it. One above it, or a message at or
-// above it (ReadSql), came from another cluster through a logical copy:
-// its ids mean nothing here, and reading on would count this cluster's new
-// messages as consumed, or never reach the copied ones. On Citus the
-// messages' side is not looked at (the shard's snapshot is not the
-// coordinator's). That look is one more range of the (partition, xid, id)
-// index per new window, from W's xmax up: empty in a healthy cluster but
-// for the rows of writers still in progress, which the window's own range
-// scan passes once a window too.
-void CheckNotAhead(const char* operation, const std::string& reader,
-                   int partition, const Position& at, const Window& w) {
-  if (!w.opened || w.held) return;
-  const std::uint64_t here = SnapshotXmax(w.snapshot);
-  const std::uint64_t done = SnapshotXmax(at.done);
-  if (done <= here && !w.log_ahead) return;
-  const std::string what =
-      done > here ? "its position is at transaction id " +
-                        std::to_string(done) + ", past"
-                  : "its log holds a message of a transaction id at or above";
-  throw DatabaseError(
-      operation, std::string(kTransactionIdsAhead),
-      reader + ", partition " + std::to_string(partition) + ": " + what +
-          " this server's next one (" + std::to_string(here) +
-          "): the database was copied from another cluster (a logical dump "
-          "or logical replication), whose transaction ids mean nothing "
-          "here. Nothing was read and no position moved; move this "
-          "cluster's transaction ids past the old ones first "
-          "(doc/operations.md, \"Moving a database\")");
+// The largest transaction id a position names: its done and read
+// snapshots' xmax and its cursor.
+std::uint64_t Newest(const Position& at) {
+  std::uint64_t newest = SnapshotXmax(at.done);
+  if (at.read) newest = std::max(newest, SnapshotXmax(*at.read));
+  if (at.cursor_xid) {
+    newest = std::max<std::uint64_t>(newest, std::stoull(*at.cursor_xid));
+  }
+  return newest;
+}
+
+// Every position stored in this cluster names ids below the xmax of any
+// snapshot taken since, which never goes back; and no visible message has
+// an xid at or above it (ReadSql). Either seen otherwise came from another
+// cluster through a logical copy, where its ids mean nothing: reading on
+// would count this cluster's new messages as consumed, or never reach the
+// copied ones. A TopicTail's position lives in its memory instead, so a
+// server that lost its newest transactions (a failover to a standby that
+// lags, a crash before aborts reached the disk) is behind it too. The
+// message look is one more range of the (partition, xid, id) index per new
+// window, from W's xmax up: empty in a healthy cluster but for the rows of
+// writers still in progress, which the window's own range scan passes once
+// a window too. On Citus the position is checked as a window opens (W is
+// the coordinator's), the messages not at all.
+void CheckNotAhead(const Reader& reader, int partition, const Position& at,
+                   const Window& w) {
+  const std::string where =
+      reader.name + ", partition " + std::to_string(partition) + ": ";
+  const std::string here =
+      w.here ? std::to_string(*w.here) : std::string("unknown");
+  const std::string copied =
+      "the database was copied from another cluster (a logical dump or "
+      "logical replication), whose transaction ids mean nothing here. "
+      "Nothing was read and no position moved";
+  const std::string see = " (doc/operations.md, \"Moving a database\")";
+  const auto refusal = [&](const std::string& what) {
+    return DatabaseError(reader.operation, std::string(kTransactionIdsAhead),
+                         where + what);
+  };
+  if (w.here && Newest(at) > *w.here) {
+    if (!reader.position_stored) {
+      throw refusal(
+          "this server's transaction ids (snapshot xmax " + here +
+          ") are behind the tail's position (" + std::to_string(Newest(at)) +
+          "): it failed over to a standby that lags, restarted after "
+          "a crash, or holds a copy of another cluster's database. Start "
+          "the tail again" +
+          see);
+    }
+    throw refusal(
+        "its position names transaction id " + std::to_string(Newest(at)) +
+        ", past this server's snapshot xmax " + here + ": " + copied +
+        "; messages produced here since the copy look consumed to it, "
+        "so stop producers first" +
+        see);
+  }
+  if (w.copied_xid) {
+    throw refusal("its log holds a message of transaction id " + *w.copied_xid +
+                  ", at or past this server's snapshot xmax " + here + ": " +
+                  copied + see);
+  }
 }
 
 }  // namespace
 
 std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
-                                   const char* operation,
-                                   const std::string& reader,
-                                   std::int64_t topic_id, int partition,
-                                   bool heads_only, int limit,
+                                   const Reader& reader, std::int64_t topic_id,
+                                   int partition, bool heads_only, int limit,
                                    Position& position) {
   std::vector<RawDelivery> out;
   // Moved on a copy, written back once every read succeeded: a TopicTail
@@ -316,7 +361,7 @@ std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
     const bool fresh = !at.read.has_value();
     const int want = limit - static_cast<int>(out.size());
     Window w = ReadWindow(core, s, topic_id, partition, heads_only, want, at);
-    CheckNotAhead(operation, reader, partition, at, w);
+    if (!w.held) CheckNotAhead(reader, partition, at, w);
     const bool full = static_cast<int>(w.rows.size()) == want;
     if (full) {
       at.read = w.snapshot;

@@ -23,18 +23,22 @@ struct Position {
   std::optional<std::int64_t> cursor_id;
 };
 
+// Who reads, for ReadBatch's errors.
+struct Reader {
+  const char* operation;        // "Poll", "TopicTail"
+  std::string name;             // "consumer 'c' of topic 't'"
+  bool position_stored = true;  // false: a TopicTail's, in its memory
+};
+
 // Reads up to `limit` deliveries of `partition` after `position` and moves
 // `position` past them (in memory only; not at all when a read throws).
 // Opens a new window when the current one runs out, at most once, so an
-// empty result means nothing new. Throws DatabaseError (`operation`,
-// kTransactionIdsAhead, naming `reader`, e.g. "consumer 'c' of topic 't'")
-// when a new window finds the position, or a message of the partition,
-// ahead of this server's transaction ids.
+// empty result means nothing new. Throws DatabaseError (kTransactionIdsAhead,
+// naming the reader) when the position, or a message of the partition, is
+// ahead of this server's transaction ids (consume_read.cpp CheckNotAhead).
 std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
-                                   const char* operation,
-                                   const std::string& reader,
-                                   std::int64_t topic_id, int partition,
-                                   bool heads_only, int limit,
+                                   const Reader& reader, std::int64_t topic_id,
+                                   int partition, bool heads_only, int limit,
                                    Position& position);
 
 // SQL true when the consumer position aliased `p` may have messages to

@@ -13,6 +13,7 @@
 #include "consumer_support.hpp"
 #include "live_db.hpp"
 
+using compaction::ConsumerOptions;
 using compaction::DatabaseError;
 using compaction::TopicTail;
 using compaction::Tx;
@@ -65,15 +66,35 @@ TEST_CASE("a consumer position copied from another cluster stops Poll") {
     CHECK(e.operation() == "Poll");
     const std::string what = e.what();
     CHECK_THAT(what, Catch::Contains("consumer 'c' of topic 'copied', "
-                                     "partition 0: its position is at "
+                                     "partition 0: its position names "
                                      "transaction id " +
                                      ahead));
+    CHECK_THAT(what, Catch::Contains("stop producers"));
     CHECK_THAT(what, Catch::Contains("Moving a database"));
   }
   CHECK(Position(db, "c") == before);
   // A reset takes positions of this cluster again: everything is there.
   CHECK(db.client().ResetConsumer("copied", "c", false) == 1);
   CHECK(Ids(ConsumeAll(db.client(), consumer)) == LogIds(db, "copied"));
+
+  // Copied in the middle of a window: the done snapshot is of this
+  // cluster, the window's is not. Checked on that window's next read too,
+  // not only when it runs out: a batch of one out of two messages used to
+  // be read from it.
+  producer.Produce(Counter{3});
+  producer.Produce(Counter{4});
+  db.raw().Query("UPDATE " + db.QuotedSchema() +
+                 ".consumer_position SET read_snapshot = '" + ahead + ":" +
+                 ahead + ":' WHERE consumer = 'c'");
+  const std::string open = Position(db, "c");
+  auto one_at_a_time = topic.Consumer("c", ConsumerOptions{1, false});
+  CHECK_THROWS_MATCHES(
+      db.client().InTransaction([&](Tx& tx) { return one_at_a_time.Poll(tx); }),
+      DatabaseError,
+      Catch::Matchers::Predicate<DatabaseError>([](const DatabaseError& e) {
+        return e.sqlstate() == compaction::kTransactionIdsAhead;
+      }));
+  CHECK(Position(db, "c") == open);
 }
 
 TEST_CASE("a message copied from another cluster stops Poll and TopicTail") {

@@ -179,7 +179,10 @@ inline constexpr std::string_view kInsufficientPrivilege = "42501";
 // by a logical dump or logical replication. Such ids mean nothing here, and
 // reading on would skip messages for good, so nothing is delivered and no
 // position moves until the cluster's ids are past them (doc/operations.md,
-// "Moving a database").
+// "Moving a database"). The server uses the same SQLSTATE for other
+// states (a currval before any nextval, for one); a Poll or TopicTail
+// raises it itself only for this. A TopicTail also raises it when the
+// server is behind its position in memory (after a failover or a crash).
 inline constexpr std::string_view kTransactionIdsAhead = "55000";
 
 class COMPACTION_EXPORT DatabaseError : public Error {
