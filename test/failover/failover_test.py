@@ -99,7 +99,9 @@ def failover(args, pair, mode):
         ready_s = time.monotonic() - t_promoted
         time.sleep(2.0)  # writers go on against the new primary
         writer.send_signal(signal.SIGTERM)
-        out, _ = writer.communicate(timeout=60)
+        # The writers' last commit checks (up to 15 s), then the
+        # consumer's drain (up to 30 s), then the verification.
+        out, _ = writer.communicate(timeout=120)
     finally:
         if writer.poll() is None:
             writer.kill()

@@ -6,10 +6,10 @@
 // (new) primary that no acknowledged write is missing and that every key's
 // log is exactly 1..head (each committed increment counted once), and
 // prints one JSON summary line on stdout. A consumer thread polls the
-// topic all along; at the end it reads to the end on the new primary, and
-// every message in the log must have been delivered, with no Poll refused
-// for transaction ids ahead of the server's (a promoted standby continues
-// the primary's ids).
+// topic all along; once every writer has stopped, the consumer reads to
+// the end on the new primary (Drain), and every message in the log must
+// have been delivered, with no Poll refused for transaction ids ahead of
+// the server's (a promoted standby continues the primary's ids).
 //
 //   failover_writer CONNINFO SCHEMA TOPIC INCREMENTERS PRODUCERS KEYS
 #include <libpq-fe.h>
