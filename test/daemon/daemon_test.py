@@ -363,9 +363,12 @@ def test_lost_connection():
             schema, app, "--batch-size", "5", "--claim-ttl", "60s",
             "--reconnect-min", "100ms", "--reconnect-max", "500ms"),
             name="lostconn").start()
-        wait_for(lambda: deleting(app, in_trigger=True) > 0, 10,
-                 "a batch in flight", interval=0.02)
-        psql(f"SELECT pg_terminate_backend({sweeping_backend(app)})")
+        # The pid found while it sleeps in the trigger: between two rows'
+        # sleeps (50 ms each) no backend matches, which a separate "is a
+        # batch in flight" look followed by this one could fall into.
+        pid = wait_for(lambda: sweeping_pid(app), 10, "a batch in flight",
+                       interval=0.02)
+        psql(f"SELECT pg_terminate_backend({pid})")
         t = time.monotonic()
         wait_for(lambda: daemon.metric(
             "compaction_janitor_sweep_failures_total", topic="orders") == 1,
@@ -386,13 +389,22 @@ def test_lost_connection():
 
 # --- signals ------------------------------------------------------------------
 
+def sweeping_pid(app):
+    """The pid of the backend running `app`'s batch, inside the trigger, or
+    None when none is sleeping there now."""
+    pid = scalar("SELECT pid FROM pg_stat_activity WHERE "
+                 f"application_name = '{app}' AND state = 'active' AND "
+                 "(query ILIKE '%delete%' OR "
+                 "query ILIKE '%sweep_headless(%') AND "
+                 "wait_event = 'PgSleep' LIMIT 1")
+    return int(pid) if pid else None
+
+
 def sweeping_backend(app):
-    """The pid of the backend running `app`'s batch, inside the trigger."""
-    return int(scalar("SELECT pid FROM pg_stat_activity WHERE "
-                      f"application_name = '{app}' AND state = 'active' AND "
-                      "(query ILIKE '%delete%' OR "
-                      "query ILIKE '%sweep_headless(%') AND "
-                      "wait_event = 'PgSleep' LIMIT 1"))
+    """sweeping_pid, which must find one."""
+    pid = sweeping_pid(app)
+    check(pid is not None, f"no batch of {app} in the trigger")
+    return pid
 
 
 def terminate(app):
