@@ -305,6 +305,8 @@ std::uint64_t Newest(const Position& at) {
 // the coordinator's), the messages not at all.
 void CheckNotAhead(const Reader& reader, int partition, const Position& at,
                    const Window& w) {
+  const bool position_ahead = w.here && Newest(at) > *w.here;
+  if (!position_ahead && !w.copied_xid) return;  // the every-read case
   const std::string where =
       reader.name + ", partition " + std::to_string(partition) + ": ";
   const std::string here =
@@ -318,7 +320,7 @@ void CheckNotAhead(const Reader& reader, int partition, const Position& at,
     return DatabaseError(reader.operation, std::string(kTransactionIdsAhead),
                          where + what);
   };
-  if (w.here && Newest(at) > *w.here) {
+  if (position_ahead) {
     if (!reader.position_stored) {
       throw refusal(
           "this server's transaction ids (snapshot xmax " + here +
@@ -335,11 +337,9 @@ void CheckNotAhead(const Reader& reader, int partition, const Position& at,
         "so stop producers first" +
         see);
   }
-  if (w.copied_xid) {
-    throw refusal("its log holds a message of transaction id " + *w.copied_xid +
-                  ", at or past this server's snapshot xmax " + here + ": " +
-                  copied + see);
-  }
+  throw refusal("its log holds a message of transaction id " + *w.copied_xid +
+                ", at or past this server's snapshot xmax " + here + ": " +
+                copied + see);
 }
 
 }  // namespace
