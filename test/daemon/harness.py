@@ -7,6 +7,7 @@ application_name so tests can share one cluster.
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +28,24 @@ class TestFailure(Exception):
 def check(condition, message):
     if not condition:
         raise TestFailure(message)
+
+
+# Directories made by scratch_dir (daemon logs, config files), removed by
+# run_one when the test passes.
+_SCRATCH_DIRS = []
+
+
+def scratch_dir(prefix):
+    """A new directory under the system's temporary one, removed when the
+    test passes (run_one); a failed test's are kept for its logs."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    _SCRATCH_DIRS.append(path)
+    return path
+
+
+def remove_scratch_dirs():
+    while _SCRATCH_DIRS:
+        shutil.rmtree(_SCRATCH_DIRS.pop(), ignore_errors=True)
 
 
 def log(message):
@@ -141,7 +160,7 @@ class Daemon:
         self.args = list(args)
         self.env = dict(env if env is not None else os.environ)
         self.name = name
-        self.workdir = workdir or tempfile.mkdtemp(prefix="cd_")
+        self.workdir = workdir or scratch_dir("cd_")
         self.log_path = os.path.join(self.workdir, f"{name}.log")
         self.proc = None
         self.port = None
@@ -349,7 +368,14 @@ def run_one(name, fn, log_lines=60):
         for d in Daemon.instances:
             print(f"--- log of {d.name} (last {log_lines} lines)")
             print("\n".join(d.log_lines()[-log_lines:]), flush=True)
+        if _SCRATCH_DIRS:
+            print(f"--- whole logs kept in {' '.join(_SCRATCH_DIRS)}")
         return 1
+    finally:
+        # A failed test may leave a daemon running.
+        for d in Daemon.instances:
+            d.stop()
+    remove_scratch_dirs()
     print(f"PASS {name} ({time.monotonic() - t:.1f}s)", flush=True)
     return 0
 

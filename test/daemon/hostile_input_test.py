@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -27,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Daemon, TestFailure, check, drop_schema,  # noqa: E402
                      log, psql, register, run_cli, scalar, setup_schema,
                      wait_for)
-from harness import parse_test_args, run_one  # noqa: E402
+from harness import parse_test_args, run_one, scratch_dir  # noqa: E402
 
 ARGS = None
 
@@ -324,7 +323,7 @@ def test_config_hostile():
     schema = f"d_conf_{os.getpid()}"
     app = f"cd_conf_{os.getpid()}"
     setup_schema(ARGS.binary, schema)
-    workdir = tempfile.mkdtemp(prefix="cd_conf_")
+    workdir = scratch_dir("cd_conf_")
     conf = os.path.join(workdir, "compactiond.conf")
     real = os.path.join(workdir, "real.conf")
     big = os.path.join(workdir, "big.conf")

@@ -22,9 +22,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Daemon, TestFailure, check, drop_schema,  # noqa: E402
+from harness import (Daemon, check, drop_schema,  # noqa: E402
                      headless_count, insert_headless, log, psql, register,
-                     setup_schema, wait_for)
+                     run_one, setup_schema, wait_for)
 
 MARKER = "hostile-marker-q7z"  # must never show up in the daemon's log
 
@@ -214,17 +214,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--binary", required=True)
     args = p.parse_args()
-    t = time.monotonic()
-    try:
-        run(args.binary)
-    except TestFailure as e:
-        print(f"FAIL hostile_notify: {e}", flush=True)
-        for d in Daemon.instances:
-            print(f"--- log of {d.name} (last 60 lines)")
-            print("\n".join(d.log_lines()[-60:]), flush=True)
-        return 1
-    print(f"PASS hostile_notify ({time.monotonic() - t:.1f}s)", flush=True)
-    return 0
+    return run_one("hostile_notify", lambda: run(args.binary))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import os
 import re
 import socket
 import sys
-import tempfile
 import time
 from datetime import datetime
 
@@ -29,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Daemon, check, drop_schema, insert_headless,  # noqa: E402
                      log, psql, register, run_cli, scalar, setup_schema,
                      wait_for)
-from harness import parse_test_args, run_one  # noqa: E402
+from harness import parse_test_args, run_one, scratch_dir  # noqa: E402
 
 ARGS = None
 
@@ -114,7 +113,7 @@ def test_config_errors():
          ["--max-batchs", "did you mean '--max-batches'?"]),
         ("command", ["topic", "frob"], {}, ["unknown command 'topic frob'"]),
     ]
-    workdir = tempfile.mkdtemp(prefix="cd_cfg_")
+    workdir = scratch_dir("cd_cfg_")
     path = os.path.join(workdir, "c.conf")
     with open(path, "w") as f:
         f.write("pool-sise = 3\n")
@@ -150,7 +149,7 @@ def test_systemd_flag():
         check(start_line(d) == "false", "systemd=true without NOTIFY_SOCKET")
     finally:
         d.stop()
-    workdir = tempfile.mkdtemp(prefix="cd_sdf_")
+    workdir = scratch_dir("cd_sdf_")
     path = os.path.join(workdir, "notify.sock")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(path)
