@@ -10,6 +10,9 @@
 # and free; fsync is off because the data is thrown away.
 # track_activity_query_size: tests read the library's statements whole
 # from pg_stat_activity, and their length grows with the schema name.
+# PG_SERVER_OPTS adds server options after these, which they override:
+# PG_SERVER_OPTS='-c fsync=on -c synchronous_commit=on -c full_page_writes=on'
+# gives PostgreSQL's default durability (test/bench/run.sh passes it on).
 set -euo pipefail
 
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -50,7 +53,7 @@ start() {
         -c synchronous_commit=off -c full_page_writes=off \
         -c max_connections=300 -c shared_buffers=256MB \
         -c max_locks_per_transaction=256 \
-        -c track_activity_query_size=4096" start >/dev/null \
+        -c track_activity_query_size=4096 ${PG_SERVER_OPTS:-}" start >/dev/null \
     || { cat "$dir/server.log" >&2; exit 1; }
   cat >"$dir/env" <<ENV
 export PGHOST=$dir/s

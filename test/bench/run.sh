@@ -18,6 +18,13 @@
 #
 # which also writes log_storage.dat and log_storage.svg (drawn by the driver,
 # no gnuplot needed).
+#
+# The server runs with fsync, synchronous_commit and full_page_writes off,
+# as the tests' does. For PostgreSQL's default durability, which every
+# single-row commit pays for with a WAL flush (run B12 of RESULTS.md):
+#
+#   PG_SERVER_OPTS='-c fsync=on -c synchronous_commit=on -c full_page_writes=on' \
+#     test/bench/run.sh --only batch
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
