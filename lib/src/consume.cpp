@@ -334,8 +334,7 @@ PolledBatch PollRead(ClientCore& core, Tx& tx, const std::string& topic,
       batch.partition = -1;
       return batch;
     }
-    const Reader reader{kPollOp,
-                        "consumer '" + consumer + "' of topic '" + topic + "'"};
+    const Reader reader{kPollOp, topic, consumer};
     batch.deliveries =
         ReadBatch(core, s, reader, info->id, batch.partition,
                   options.heads_only, options.batch_size, position);

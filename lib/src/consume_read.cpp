@@ -308,7 +308,7 @@ void CheckNotAhead(const Reader& reader, int partition, const Position& at,
   const bool position_ahead = w.here && Newest(at) > *w.here;
   if (!position_ahead && !w.copied_xid) return;  // the every-read case
   const std::string where =
-      reader.name + ", partition " + std::to_string(partition) + ": ";
+      reader.Name() + ", partition " + std::to_string(partition) + ": ";
   const std::string here =
       w.here ? std::to_string(*w.here) : std::string("unknown");
   const std::string copied =
@@ -321,7 +321,7 @@ void CheckNotAhead(const Reader& reader, int partition, const Position& at,
                          where + what);
   };
   if (position_ahead) {
-    if (!reader.position_stored) {
+    if (!reader.position_stored()) {
       throw refusal(
           "this server's transaction ids (snapshot xmax " + here +
           ") are behind the tail's position (" + std::to_string(Newest(at)) +
@@ -343,6 +343,12 @@ void CheckNotAhead(const Reader& reader, int partition, const Position& at,
 }
 
 }  // namespace
+
+std::string Reader::Name() const {
+  const std::string of_topic = "topic '" + std::string(topic) + "'";
+  if (!position_stored()) return "the tail of " + of_topic;
+  return "consumer '" + std::string(consumer) + "' of " + of_topic;
+}
 
 std::vector<RawDelivery> ReadBatch(ClientCore& core, pg::Session s,
                                    const Reader& reader, std::int64_t topic_id,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compaction/consumer.hpp"
@@ -23,11 +24,17 @@ struct Position {
   std::optional<std::int64_t> cursor_id;
 };
 
-// Who reads, for ReadBatch's errors.
+// Who reads, for ReadBatch's errors: named only when one is thrown, since
+// every Poll passes one.
 struct Reader {
-  const char* operation;        // "Poll", "TopicTail"
-  std::string name;             // "consumer 'c' of topic 't'"
-  bool position_stored = true;  // false: a TopicTail's, in its memory
+  const char* operation;  // "Poll", "TopicTail"
+  std::string_view topic;
+  // Empty for a TopicTail, whose position lives in its memory, not stored.
+  std::string_view consumer;
+
+  bool position_stored() const { return !consumer.empty(); }
+  // "consumer 'c' of topic 't'", "the tail of topic 't'"
+  std::string Name() const;
 };
 
 // Reads up to `limit` deliveries of `partition` after `position` and moves

@@ -105,9 +105,8 @@ std::vector<Delivery<RawMessage>> TopicTail::Next() {
           st.next = (st.next + 1) % st.positions.size();
           if (!news[partition]) continue;
           for (detail::RawDelivery& raw : detail::ReadBatch(
-                   *st.core, s,
-                   {kOp, "the tail of topic '" + st.topic + "'", false},
-                   topic.id, static_cast<int>(partition), st.options.heads_only,
+                   *st.core, s, {kOp, st.topic, {}}, topic.id,
+                   static_cast<int>(partition), st.options.heads_only,
                    st.options.batch_size, st.positions[partition])) {
             Delivery<RawMessage> d;
             d.id = raw.stored.id;
