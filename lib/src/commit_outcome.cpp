@@ -206,17 +206,24 @@ Verdict Resolve(ClientCore& core, const pg::ServerIdentity* old,
 
 }  // namespace
 
+pg::ResultFirst ResultBeforeCommit(const ClientCore& core) {
+  return core.options().commit_check_timeout.count() > 0 ? pg::ResultFirst::kYes
+                                                         : pg::ResultFirst::kNo;
+}
+
 void ResolveBrokenCommit(ClientCore& core, const char* operation,
                          const pg::ServerIdentity* old,
                          const std::optional<WrittenMessage>& effect) {
   const std::string prefix =
       "the connection broke during COMMIT; it may or may not have committed: ";
+  // Disabled first: without the check the produce asked for no result
+  // ahead of the commit (ResultBeforeCommit), so none is at hand.
+  if (core.options().commit_check_timeout.count() <= 0) {
+    throw CommitOutcomeUnknown(operation, prefix + "commit check disabled");
+  }
   if (!effect) {
     throw CommitOutcomeUnknown(
         operation, prefix + "the transaction wrote no message to look for");
-  }
-  if (core.options().commit_check_timeout.count() <= 0) {
-    throw CommitOutcomeUnknown(operation, prefix + "commit check disabled");
   }
   Verdict verdict{Finding::kUnknown, ""};
   try {

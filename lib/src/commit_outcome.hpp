@@ -11,6 +11,7 @@
 
 #include "core.hpp"
 #include "pg/connection.hpp"
+#include "pg/exec.hpp"
 
 namespace compaction::detail {
 
@@ -26,5 +27,10 @@ namespace compaction::detail {
 void ResolveBrokenCommit(ClientCore& core, const char* operation,
                          const pg::ServerIdentity* old,
                          const std::optional<WrittenMessage>& effect);
+
+// Whether a statement that commits should get its result back before the
+// commit: only when a broken COMMIT will be checked (commit_check_timeout
+// above zero) is there anything to look for with it.
+pg::ResultFirst ResultBeforeCommit(const ClientCore& core);
 
 }  // namespace compaction::detail

@@ -143,7 +143,8 @@ ProduceResult RunCommitted(ClientCore& core, pg::Session s,
                            const TopicInfo& topic, const Outgoing& message,
                            const ProduceOptions& options) {
   pg::CommittedExec done =
-      pg::ExecCommitted(s, kOp, BuildProduce(core, topic, message, options));
+      pg::ExecCommitted(s, kOp, BuildProduce(core, topic, message, options),
+                        ResultBeforeCommit(core));
   std::optional<ProduceResult> result;
   if (done.rows) result = Decode(done.rows);
   if (!done.in_doubt && result) return *result;
@@ -231,7 +232,8 @@ ProduceResult ProduceAndCommit(ClientCore& core, Tx& tx,
   pg::CommittedExec done;
   try {
     done =
-        pg::ExecAndCommit(s, kOp, BuildProduce(core, *info, message, options));
+        pg::ExecAndCommit(s, kOp, BuildProduce(core, *info, message, options),
+                          ResultBeforeCommit(core));
   } catch (...) {
     // The server refused the produce (and so skipped COMMIT) or COMMIT, or
     // nothing was sent: nothing was committed. The connection goes back to

@@ -169,8 +169,8 @@ std::vector<ProduceResult> RunCommitted(ClientCore& core, pg::Session s,
                                         std::span<const BatchElement> batch) {
   // A destroyed topic's produce_batch_<id> is undefined_function, which
   // WithTopic takes for the cue to resolve the topic again.
-  const pg::CommittedExec done =
-      pg::ExecCommitted(s, kOp, BuildStatement(core, topic, batch));
+  const pg::CommittedExec done = pg::ExecCommitted(
+      s, kOp, BuildStatement(core, topic, batch), ResultBeforeCommit(core));
   std::optional<std::vector<ProduceResult>> results;
   if (done.rows) results = Decode(done.rows, batch.size());
   if (!done.in_doubt && results) return *results;

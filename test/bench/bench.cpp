@@ -305,6 +305,24 @@ struct Cell {
 };
 
 // ------------------------------------------------------------- the bench
+// How RunLibrary's client is set up. kUnnamed: prepared_statements =
+// false (variant "library-unnamed", issue 15's run P). kNoCommitCheck:
+// commit_check_timeout = 0 ("library-nocheck"), so a commit gets no flush
+// request ahead of it (lib/src/pg/exec.hpp ResultFirst).
+enum class LibraryForm { kDefault, kUnnamed, kNoCommitCheck };
+
+const char* LibraryVariant(LibraryForm form) {
+  switch (form) {
+    case LibraryForm::kUnnamed:
+      return "library-unnamed";
+    case LibraryForm::kNoCommitCheck:
+      return "library-nocheck";
+    case LibraryForm::kDefault:
+      break;
+  }
+  return "library";
+}
+
 class Bench {
  public:
   explicit Bench(Options o) : o_(std::move(o)), mon_("bench-monitor") {}
@@ -336,10 +354,10 @@ class Bench {
                const std::function<double()>& prepare = {});
   // `w` is the workload shape ("lock-inc", "lock-hot": a lock-only
   // transaction on those keys); `topic` defaults to the workload's own topic.
-  // unnamed: ClientOptions::prepared_statements = false (variant
-  // "library-unnamed"); extended: pgbench -M extended ("pgbench-extended").
+  // extended: pgbench -M extended ("pgbench-extended").
   Cell RunLibrary(const std::string& w, int threads,
-                  const std::string& topic = "", bool unnamed = false);
+                  const std::string& topic = "",
+                  LibraryForm form = LibraryForm::kDefault);
   Cell RunPgbench(const std::string& w, int threads, bool extended = false);
   Cell RunRejected(const std::string& w, const std::string& design,
                    int threads);
@@ -673,7 +691,7 @@ std::string KeyFor(const std::string& w, std::mt19937_64& rng, int keys) {
 
 // The library, used the way an application would.
 Cell Bench::RunLibrary(const std::string& w, int threads,
-                       const std::string& topic_name, bool unnamed) {
+                       const std::string& topic_name, LibraryForm form) {
   const std::string app = "bench-lib";
   // "lock-<shape>": a lock-only transaction on that workload's topic and
   // keys (section lockforms); "new" is lock-only already.
@@ -681,7 +699,9 @@ Cell Bench::RunLibrary(const std::string& w, int threads,
   const std::string shape = lock_only ? w.substr(5) : w;
   const std::string tn = topic_name.empty() ? shape : topic_name;
   ClientOptions options{o_.schema, threads, app};
-  options.prepared_statements = !unnamed;
+  options.prepared_statements = form != LibraryForm::kUnnamed;
+  if (form == LibraryForm::kNoCommitCheck)
+    options.commit_check_timeout = std::chrono::milliseconds(0);
   const int keys = o_.keys;
   std::optional<Client> connected;
   std::optional<compaction::TopicHandle<Counter>> handle;
@@ -717,11 +737,7 @@ Cell Bench::RunLibrary(const std::string& w, int threads,
     }
   };
   return Measure(
-      tn,
-      lock_only ? "library-lock"
-      : unnamed ? "library-unnamed"
-                : "library",
-      threads, app,
+      tn, lock_only ? "library-lock" : LibraryVariant(form), threads, app,
       [&](Cell& cell) {
         // The client ends inside the cell, whatever happens in it, so that
         // its connections close before Measure waits for them to go (the
@@ -1307,8 +1323,10 @@ void Bench::ThroughputSection() {
     for (int threads : o_.threads) {
       for (int round = 0; round < o_.rounds; ++round) {
         std::vector<std::string> order = {"library", "pgbench"};
-        // The unnamed-statement pair (issue 15, run P) only when asked for.
-        for (const char* v : {"library-unnamed", "pgbench-extended"}) {
+        // The unnamed-statement pair (issue 15, run P) and the library
+        // without its commit check only when asked for.
+        for (const char* v :
+             {"library-unnamed", "pgbench-extended", "library-nocheck"}) {
           if (o_.variants.count(v)) order.push_back(v);
         }
         if (w == "inc" || w == "hot")
@@ -1321,7 +1339,9 @@ void Bench::ThroughputSection() {
           if (v == "library")
             c = RunLibrary(w, threads);
           else if (v == "library-unnamed")
-            c = RunLibrary(w, threads, "", true);
+            c = RunLibrary(w, threads, "", LibraryForm::kUnnamed);
+          else if (v == "library-nocheck")
+            c = RunLibrary(w, threads, "", LibraryForm::kNoCommitCheck);
           else if (v == "pgbench")
             c = RunPgbench(w, threads);
           else if (v == "pgbench-extended")
@@ -2914,8 +2934,9 @@ void Bench::Report() {
       {"read", "(4) plain CompactionHead reads, 10,000 keys"},
       {"produce", "(5) compacted Produce without a lock, 10,000 keys"}};
   const std::vector<std::string> variants = {
-      "library",  "library-unnamed", "pgbench",     "pgbench-extended",
-      "advisory", "serializable",    "conditional", "upsert-lock"};
+      "library",      "library-unnamed",  "library-nocheck",
+      "pgbench",      "pgbench-extended", "advisory",
+      "serializable", "conditional",      "upsert-lock"};
   std::map<std::tuple<std::string, std::string, int>, Agg> agg;
   for (auto& c : cells_) {
     Agg& a = agg[{c.workload, c.variant, c.threads}];
@@ -3214,7 +3235,8 @@ int main(int argc, char** argv) {
           "[--log-delete-rounds N] [--log-delete-cap S] [--log-heads "
           "100000,1000000,10000000] "
           "[--variants "
-          "library,library-unnamed,pgbench,pgbench-extended,advisory,"
+          "library,library-unnamed,library-nocheck,pgbench,pgbench-extended,"
+          "advisory,"
           "serializable,conditional,upsert-lock]\n",
           argv[0]);
       return 2;

@@ -28,12 +28,13 @@ namespace {
 // A client of its own (application_name `app`) on the test's schema. With
 // `prepared_statements` false it runs as behind a transaction pooler: an
 // autocommit produce is BEGIN..COMMIT instead of an implicit transaction.
-compaction::Client ClientNamed(LiveDb& db, const std::string& app,
-                               bool prepared_statements = true) {
+compaction::Client ClientNamed(
+    LiveDb& db, const std::string& app, bool prepared_statements = true,
+    std::chrono::milliseconds check_timeout = std::chrono::seconds(10)) {
   compaction::ClientOptions options;
   options.schema = db.schema();
   options.application_name = app;
-  options.commit_check_timeout = std::chrono::seconds(10);
+  options.commit_check_timeout = check_timeout;
   options.prepared_statements = prepared_statements;
   options.pool_size = 1;
   return compaction::Client::Connect("", options);
@@ -111,6 +112,36 @@ TEST_CASE(
   producer.Produce(Counter{2}, Compacted("k"));
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 1);
   CHECK(topic.Key("k").CompactionHead()->message.value == 2);
+}
+
+// Without the check the produce asks for no result ahead of its commit
+// (one packet back instead of two): a broken commit says the check is off.
+TEST_CASE(
+    "with the commit check off, an autocommit produce terminated during "
+    "COMMIT is CommitOutcomeUnknown") {
+  const bool prepared = GENERATE(true, false);
+  INFO("prepared statements " << prepared);
+  LiveDb db;
+  const std::string app = testing::Unique("co_off");
+  compaction::Client client =
+      ClientNamed(db, app, prepared, std::chrono::milliseconds(0));
+  auto topic = client.Topic<Counter>("held");
+  topic.Register();
+  auto producer = topic.RegisterProducer();
+  // Before the hold: the produce's result comes with its commit.
+  CHECK(producer.Produce(Counter{1}, Compacted("k")).head_advanced);
+  CommitHold hold(db, db.MessageTable("held"));
+  auto produce = std::async(std::launch::async, [&] {
+    return producer.Produce(Counter{2}, Compacted("k"));
+  });
+  REQUIRE(hold.TerminateWaiting(db.raw(), app));
+  try {
+    produce.get();
+    FAIL("the produce returned");
+  } catch (const CommitOutcomeUnknown& e) {
+    CHECK_THAT(e.what(), Catch::Contains("commit check disabled"));
+  }
+  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 1);
 }
 
 TEST_CASE(

@@ -202,9 +202,14 @@ TEST_CASE(
   }
   pg::Connection connection(std::move(conn), true);
   CHECK(connection.session().read_committed_default == !other_default);
+  // With or without the flush request before the commit (the result
+  // comes first, or with the commit).
+  const pg::ResultFirst first =
+      GENERATE(pg::ResultFirst::kYes, pg::ResultFirst::kNo);
   pg::CommittedExec done = pg::ExecCommitted(
       connection.session(), "test",
-      {"SELECT pg_catalog.current_setting('transaction_isolation')", {}});
+      {"SELECT pg_catalog.current_setting('transaction_isolation')", {}},
+      first);
   CHECK_FALSE(done.in_doubt);
   REQUIRE(done.rows != nullptr);
   CHECK(std::string(PQgetvalue(done.rows.get(), 0, 0)) == "read committed");

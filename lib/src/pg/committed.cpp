@@ -47,13 +47,14 @@ bool JudgeCommitted(Session session, const char* operation,
              results.size() > commit ? results[commit].get() : nullptr);
 }
 
-// BEGIN, the session's local settings, the statement, a flush request and
-// COMMIT: for a session behind a transaction pooler, whose settings hold
-// per transaction only and whose isolation default is the server's, and for
-// any session whose default isolation is not READ COMMITTED. Without
-// `begin`, the statement ends a transaction block already open.
+// BEGIN, the session's local settings, the statement, a flush request
+// (ResultFirst::kYes) and COMMIT: for a session behind a transaction pooler,
+// whose settings hold per transaction only and whose isolation default is the
+// server's, and for any session whose default isolation is not READ COMMITTED.
+// Without `begin`, the statement ends a transaction block already open.
 CommittedExec ExecInBlock(Session session, const char* operation,
-                          const Statement& statement, bool begin = true) {
+                          const Statement& statement, ResultFirst first,
+                          bool begin = true) {
   static const std::string kBegin = kBeginTransaction;
   static const std::string kCommit = "COMMIT";
   static const Params kNone;
@@ -69,7 +70,8 @@ CommittedExec ExecInBlock(Session session, const char* operation,
   const std::size_t commit = all.size() - 1;
   // The flush request makes the server send the statement's result before
   // it runs COMMIT, instead of at the sync.
-  PipelineReply reply = RunPipeline(session, operation, all, commit);
+  PipelineReply reply = RunPipeline(
+      session, operation, all, first == ResultFirst::kYes ? commit : kNoFlush);
   CommittedExec out;
   out.in_doubt =
       !reply.sent || JudgeCommitted(session, operation, reply, commit);
@@ -83,11 +85,12 @@ CommittedExec ExecInBlock(Session session, const char* operation,
 // The statement alone in an implicit transaction, which the server commits
 // at the sync point: no BEGIN or COMMIT to parse, bind and run. Only for a
 // session whose default isolation is READ COMMITTED (pinned by
-// kPinnedSettings, checked at open). The flush request still makes the
-// server send the statement's result before it commits.
+// kPinnedSettings, checked at open). The flush request (kYes) still makes
+// the server send the statement's result before it commits.
 CommittedExec ExecImplicit(Session session, const char* operation,
-                           const Statement& statement) {
-  PipelineReply reply = RunPipeline(session, operation, {Ref(statement)}, 1);
+                           const Statement& statement, ResultFirst first) {
+  PipelineReply reply = RunPipeline(session, operation, {Ref(statement)},
+                                    first == ResultFirst::kYes ? 1 : kNoFlush);
   CommittedExec out;
   if (!reply.results.empty()) out.rows = std::move(reply.results.front());
   if (!Succeeded(out.rows.get())) {
@@ -114,7 +117,7 @@ CommittedExec ExecImplicit(Session session, const char* operation,
 }  // namespace
 
 CommittedExec ExecCommitted(Session session, const char* operation,
-                            const Statement& statement) {
+                            const Statement& statement, ResultFirst first) {
   if (session.in_pipeline()) {
     throw InvalidArgument(operation, "the connection is in pipeline mode");
   }
@@ -124,16 +127,17 @@ CommittedExec ExecCommitted(Session session, const char* operation,
   // between dropped the startup options).
   const bool implicit =
       !session.needs_local_settings() && session.read_committed_default;
-  return implicit ? ExecImplicit(session, operation, statement)
-                  : ExecInBlock(session, operation, statement);
+  return implicit ? ExecImplicit(session, operation, statement, first)
+                  : ExecInBlock(session, operation, statement, first);
 }
 
 CommittedExec ExecAndCommit(Session session, const char* operation,
-                            const Statement& statement) {
+                            const Statement& statement, ResultFirst first) {
   if (session.in_pipeline()) {
     throw InvalidArgument(operation, "the connection is in pipeline mode");
   }
   if (!session.open()) ThrowError(operation, session.conn, nullptr);
-  return ExecInBlock(session, operation, statement, session.needs_begin());
+  return ExecInBlock(session, operation, statement, first,
+                     session.needs_begin());
 }
 }  // namespace compaction::pg

@@ -187,24 +187,29 @@ struct CommittedExec {
                           // sent and before COMMIT answered: it may have
                           // committed
 };
+// Whether the server sends the statement's result before it commits (a
+// flush request ahead of the commit), so that a caller whose COMMIT breaks
+// holds what the statement returned (RETURNING) to look for. It costs a
+// second packet, which most round trips wake the client for twice
+// (test/bench/RESULTS.md); a caller that will not look sends none, and
+// gets the result with the commit.
+enum class ResultFirst : bool { kNo = false, kYes = true };
 // Runs `statement` in a READ COMMITTED transaction of its own, in one round
-// trip: the statement, a flush request and a sync (an implicit transaction
-// the server commits at the sync; BEGIN and COMMIT around them instead
-// behind a transaction pooler, with local settings, or where the session's
-// default isolation is another). The server sends the statement's result
-// before it commits, so a caller whose COMMIT breaks usually holds what the
-// statement returned (RETURNING) to look for. Throws the statement's (or
-// COMMIT's) error when the server refused it (nothing committed; the
-// connection is left idle), and ConnectionLost when the connection was
-// already broken (nothing sent).
+// trip: the statement, a flush request (ResultFirst::kYes) and a sync (an
+// implicit transaction the server commits at the sync; BEGIN and COMMIT
+// around them instead behind a transaction pooler, with local settings, or
+// where the session's default isolation is another). Throws the
+// statement's (or COMMIT's) error when the server refused it (nothing
+// committed; the connection is left idle), and ConnectionLost when the
+// connection was already broken (nothing sent).
 CommittedExec ExecCommitted(Session session, const char* operation,
-                            const Statement& statement);
+                            const Statement& statement, ResultFirst first);
 // The same for the last statement of a transaction block already open
 // (one that needs_begin gets its BEGIN in the same round trip): the
-// statement, a flush request and COMMIT, judged as ExecCommitted judges
-// them.
+// statement, a flush request (kYes) and COMMIT, judged as ExecCommitted
+// judges them.
 CommittedExec ExecAndCommit(Session session, const char* operation,
-                            const Statement& statement);
+                            const Statement& statement, ResultFirst first);
 // Runs a parameterless script (several statements) with the simple query
 // protocol; returns the last result.
 Result ExecScript(pg_conn* conn, const char* operation, const std::string& sql);
