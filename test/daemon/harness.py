@@ -361,21 +361,25 @@ def run_one(name, fn, log_lines=60):
     Returns the process exit code: 0 on success, 1 on a TestFailure.
     """
     t = time.monotonic()
+    passed = False
     try:
         fn()
+        passed = True
     except TestFailure as e:
         print(f"FAIL {name}: {e}", flush=True)
         for d in Daemon.instances:
             print(f"--- log of {d.name} (last {log_lines} lines)")
             print("\n".join(d.log_lines()[-log_lines:]), flush=True)
-        if _SCRATCH_DIRS:
-            print(f"--- whole logs kept in {' '.join(_SCRATCH_DIRS)}")
         return 1
     finally:
         # A failed test may leave a daemon running.
         for d in Daemon.instances:
             d.stop()
-    remove_scratch_dirs()
+        if passed:
+            remove_scratch_dirs()
+        elif _SCRATCH_DIRS:
+            print(f"--- whole logs kept in {' '.join(_SCRATCH_DIRS)}",
+                  flush=True)
     print(f"PASS {name} ({time.monotonic() - t:.1f}s)", flush=True)
     return 0
 
