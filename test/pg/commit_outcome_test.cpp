@@ -83,15 +83,20 @@ class CommitHold {
 
 }  // namespace
 
+// With the check off (commit_check_timeout 0) the produce asks for no
+// result ahead of its commit, and a broken commit says the check is off.
 TEST_CASE(
     "an autocommit produce terminated during COMMIT is ConnectionLost, and did "
-    "not commit") {
+    "not commit; CommitOutcomeUnknown with the check off") {
   // The implicit transaction, and BEGIN..COMMIT as behind a pooler.
   const bool prepared = GENERATE(true, false);
-  INFO("prepared statements " << prepared);
+  const bool check = GENERATE(true, false);
+  INFO("prepared statements " << prepared << ", commit check " << check);
   LiveDb db;
   const std::string app = testing::Unique("co_produce");
-  compaction::Client client = ClientNamed(db, app, prepared);
+  compaction::Client client =
+      ClientNamed(db, app, prepared,
+                  check ? std::chrono::seconds(10) : std::chrono::seconds(0));
   auto topic = client.Topic<Counter>("held");
   topic.Register();
   auto producer = topic.RegisterProducer();
@@ -100,48 +105,22 @@ TEST_CASE(
     return producer.Produce(Counter{1}, Compacted("k"));
   });
   REQUIRE(hold.TerminateWaiting(db.raw(), app));
-  // Found out on a new connection, not taken from the broken one's error.
   try {
     produce.get();
     FAIL("the produce returned");
   } catch (const ConnectionLost& e) {
+    // Found out on a new connection, not taken from the broken one's error.
+    CHECK(check);
     CHECK_THAT(e.what(), Catch::Contains("checked on a new connection"));
+  } catch (const CommitOutcomeUnknown& e) {
+    CHECK_FALSE(check);
+    CHECK_THAT(e.what(), Catch::Contains("commit check disabled"));
   }
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 0);
   // Safe to retry: the retry is the only copy.
   producer.Produce(Counter{2}, Compacted("k"));
   CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 1);
   CHECK(topic.Key("k").CompactionHead()->message.value == 2);
-}
-
-// Without the check the produce asks for no result ahead of its commit
-// (one packet back instead of two): a broken commit says the check is off.
-TEST_CASE(
-    "with the commit check off, an autocommit produce terminated during "
-    "COMMIT is CommitOutcomeUnknown") {
-  const bool prepared = GENERATE(true, false);
-  INFO("prepared statements " << prepared);
-  LiveDb db;
-  const std::string app = testing::Unique("co_off");
-  compaction::Client client =
-      ClientNamed(db, app, prepared, std::chrono::milliseconds(0));
-  auto topic = client.Topic<Counter>("held");
-  topic.Register();
-  auto producer = topic.RegisterProducer();
-  // Before the hold: the produce's result comes with its commit.
-  CHECK(producer.Produce(Counter{1}, Compacted("k")).head_advanced);
-  CommitHold hold(db, db.MessageTable("held"));
-  auto produce = std::async(std::launch::async, [&] {
-    return producer.Produce(Counter{2}, Compacted("k"));
-  });
-  REQUIRE(hold.TerminateWaiting(db.raw(), app));
-  try {
-    produce.get();
-    FAIL("the produce returned");
-  } catch (const CommitOutcomeUnknown& e) {
-    CHECK_THAT(e.what(), Catch::Contains("commit check disabled"));
-  }
-  CHECK(db.raw().Int("SELECT count(*) FROM " + db.MessageTable("held")) == 1);
 }
 
 TEST_CASE(

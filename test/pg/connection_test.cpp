@@ -5,6 +5,7 @@
 #include <libpq-fe.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -203,13 +204,28 @@ TEST_CASE(
   pg::Connection connection(std::move(conn), true);
   CHECK(connection.session().read_committed_default == !other_default);
   // With or without the flush request before the commit (the result
-  // comes first, or with the commit).
+  // comes first, or with the commit): libpq's trace of what it sent shows
+  // a Flush message only for the first.
   const pg::ResultFirst first =
       GENERATE(pg::ResultFirst::kYes, pg::ResultFirst::kNo);
+  pg_conn* raw = connection.session().conn;
+  char* trace_text = nullptr;
+  std::size_t trace_size = 0;
+  FILE* trace = open_memstream(&trace_text, &trace_size);
+  REQUIRE(trace != nullptr);
+  PQtrace(raw, trace);
+  PQsetTraceFlags(raw, PQTRACE_SUPPRESS_TIMESTAMPS);
   pg::CommittedExec done = pg::ExecCommitted(
       connection.session(), "test",
       {"SELECT pg_catalog.current_setting('transaction_isolation')", {}},
       first);
+  PQuntrace(raw);
+  std::fclose(trace);
+  const std::string sent(trace_text, trace_size);
+  std::free(trace_text);
+  CHECK(sent.find("\tSync") != std::string::npos);  // the trace works
+  CHECK((sent.find("\tFlush") != std::string::npos) ==
+        (first == pg::ResultFirst::kYes));
   CHECK_FALSE(done.in_doubt);
   REQUIRE(done.rows != nullptr);
   CHECK(std::string(PQgetvalue(done.rows.get(), 0, 0)) == "read committed");

@@ -71,8 +71,8 @@ struct ClientOptions {
   // With a multi-host conninfo this covers the wait for a promoted
   // standby. Zero: no check, every such COMMIT is CommitOutcomeUnknown,
   // and a committing produce gets its answer in one packet instead of two
-  // (its result first, to look for), which saves the client a wake-up
-  // (doc/poolers-and-failover.md).
+  // (its result first, to look for), which often saves the client a
+  // wake-up (doc/poolers-and-failover.md).
   std::chrono::milliseconds commit_check_timeout = std::chrono::seconds(15);
   // Where the server's notices and warnings on the client's connections
   // go; empty (the default) drops them. libpq would print them on stderr.

@@ -190,9 +190,9 @@ struct CommittedExec {
 // Whether the server sends the statement's result before it commits (a
 // flush request ahead of the commit), so that a caller whose COMMIT breaks
 // holds what the statement returned (RETURNING) to look for. It costs a
-// second packet, which most round trips wake the client for twice
-// (test/bench/RESULTS.md); a caller that will not look sends none, and
-// gets the result with the commit.
+// second packet, for which the client often wakes a second time
+// (test/bench/RESULTS.md, P10); a caller that will not look sends none,
+// and gets the result with the commit.
 enum class ResultFirst : bool { kNo = false, kYes = true };
 // Runs `statement` in a READ COMMITTED transaction of its own, in one round
 // trip: the statement, a flush request (ResultFirst::kYes) and a sync (an
