@@ -86,8 +86,8 @@ class CommitHold {
 // With the check off (commit_check_timeout 0) the produce asks for no
 // result ahead of its commit, and a broken commit says the check is off.
 TEST_CASE(
-    "an autocommit produce terminated during COMMIT is ConnectionLost, and did "
-    "not commit; CommitOutcomeUnknown with the check off") {
+    "an autocommit produce terminated during COMMIT is ConnectionLost and did "
+    "not commit, or CommitOutcomeUnknown with the check off") {
   // The implicit transaction, and BEGIN..COMMIT as behind a pooler.
   const bool prepared = GENERATE(true, false);
   const bool check = GENERATE(true, false);
