@@ -206,9 +206,18 @@ Verdict Resolve(ClientCore& core, const pg::ServerIdentity* old,
 
 }  // namespace
 
+namespace {
+
+// The one rule for both: a broken COMMIT is checked, and so a committing
+// statement's result is wanted first, only with a timeout above zero.
+bool CommitCheckOn(const ClientCore& core) {
+  return core.options().commit_check_timeout.count() > 0;
+}
+
+}  // namespace
+
 pg::ResultFirst ResultBeforeCommit(const ClientCore& core) {
-  return core.options().commit_check_timeout.count() > 0 ? pg::ResultFirst::kYes
-                                                         : pg::ResultFirst::kNo;
+  return CommitCheckOn(core) ? pg::ResultFirst::kYes : pg::ResultFirst::kNo;
 }
 
 void ResolveBrokenCommit(ClientCore& core, const char* operation,
@@ -218,7 +227,7 @@ void ResolveBrokenCommit(ClientCore& core, const char* operation,
       "the connection broke during COMMIT; it may or may not have committed: ";
   // Disabled first: without the check the produce asked for no result
   // ahead of the commit (ResultBeforeCommit), so none is at hand.
-  if (core.options().commit_check_timeout.count() <= 0) {
+  if (!CommitCheckOn(core)) {
     throw CommitOutcomeUnknown(operation, prefix + "commit check disabled");
   }
   if (!effect) {
