@@ -13,7 +13,6 @@
 set -euo pipefail
 build=$1
 src=$2
-flags=${3:-}  # e.g. -fsanitize=address,undefined for a sanitizer build
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 prefix_conf=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")
@@ -26,7 +25,7 @@ consumer() {  # consumer BUILD_DIR [cmake args...]
   local dir=$1
   shift
   cmake -S "$src/test/install/consumer" -B "$dir" -DCMAKE_PREFIX_PATH="$prefix" \
-    -DCMAKE_CXX_FLAGS="$flags" "$@" >/dev/null
+    "$@" >/dev/null
   cmake --build "$dir" >/dev/null
 }
 needs_so() { readelf -d "$1" | grep -q 'NEEDED.*\[libcompaction\.so\.0\]'; }
@@ -38,8 +37,7 @@ psql -qAtc "DROP SCHEMA install_check_$$ CASCADE" >/dev/null 2>&1 || true
 
 export PKG_CONFIG_PATH="$pcdir"
 # shellcheck disable=SC2046
-# shellcheck disable=SC2086
-g++ -std=c++20 $flags "$src/test/install/consumer/main.cpp" -o "$work/pc_consumer" \
+g++ -std=c++20 "$src/test/install/consumer/main.cpp" -o "$work/pc_consumer" \
   $(pkg-config --cflags --libs compaction)
 LD_LIBRARY_PATH="$libdir" "$work/pc_consumer"
 echo "pkg-config compaction: consumer built"
