@@ -1,20 +1,20 @@
 // The commit check's flush on raw libpq, without the library: the same
 // transaction [BEGIN; INSERT .. RETURNING; COMMIT] as one pipeline with one
 // Sync, with and without a Flush request before the COMMIT, in alternating
-// blocks on one connection (RESULTS.md, run X1). With the Flush the server
-// sends the INSERT's result before it commits, in a packet of its own, which
-// is what the library's commit check needs (doc/poolers-and-failover.md).
+// blocks on one connection (RESULTS.md, runs X1 and X2). With the Flush the
+// server sends the INSERT's result before it commits, in a packet of its own,
+// which is what the library's commit check needs (doc/poolers-and-failover.md).
 // Not part of the build:
 //
 //   g++ -std=c++20 -O2 -I"$(pg_config --includedir)" test/bench/flush_ab.cpp
-//     -lpq -o /tmp/flush_ab
+//     -lpq -o /tmp/flush_ab              (one command line)
 //   /tmp/flush_ab TRANSACTIONS BLOCKS     # the PG* variables of a server
 //
 // It creates (and drops first) a table `flush_ab` in the connection's
 // database. Per block and form one line: tx/s, p50 in us, the client's CPU
-// per transaction (getrusage), the backend's on-CPU time per transaction and
-// its timeslices per transaction (/proc/PID/schedstat: the server must run
-// on this machine).
+// and context switches per transaction (getrusage), the backend's on-CPU
+// time and timeslices per transaction (/proc/PID/schedstat: the server must
+// run on this machine, in this PID namespace).
 #include <libpq-fe.h>
 #include <sys/resource.h>
 
@@ -28,11 +28,17 @@
 
 namespace {
 
-double CpuSeconds() {
+struct ClientTime {
+  double cpu_seconds = 0;
+  long context_switches = 0;
+};
+
+ClientTime ReadClient() {
   rusage r{};
   getrusage(RUSAGE_SELF, &r);
-  return r.ru_utime.tv_sec + r.ru_stime.tv_sec +
-         (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+  return ClientTime{r.ru_utime.tv_sec + r.ru_stime.tv_sec +
+                        (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6,
+                    r.ru_nvcsw + r.ru_nivcsw};
 }
 
 struct BackendTime {
@@ -44,7 +50,13 @@ BackendTime ReadBackend(int pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/schedstat");
   BackendTime t;
   double waited_ns = 0;
-  f >> t.on_cpu_ns >> waited_ns >> t.timeslices;
+  if (!(f >> t.on_cpu_ns >> waited_ns >> t.timeslices)) {
+    std::fprintf(stderr,
+                 "cannot read /proc/%d/schedstat: the server must run on "
+                 "this machine\n",
+                 pid);
+    std::exit(1);
+  }
   return t;
 }
 
@@ -52,6 +64,12 @@ void Require(PGconn* c, bool ok) {
   if (ok) return;
   std::fprintf(stderr, "%s\n", PQerrorMessage(c));
   std::exit(1);
+}
+
+void RequireCommandOk(PGconn* c, PGresult* r) {
+  const bool ok = r != nullptr && PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  Require(c, ok);
 }
 
 // One transaction, one round trip: BEGIN, the insert, [Flush,] COMMIT, Sync.
@@ -82,27 +100,33 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int n = std::atoi(argv[1]), blocks = std::atoi(argv[2]);
+  if (n < 1 || blocks < 1) {
+    std::fprintf(stderr, "TRANSACTIONS and BLOCKS must be positive\n");
+    return 2;
+  }
   PGconn* c = PQconnectdb("");
   Require(c, PQstatus(c) == CONNECTION_OK);
-  PQclear(PQexec(c,
-                 "SET client_min_messages = warning; "
-                 "DROP TABLE IF EXISTS flush_ab; "
-                 "CREATE TABLE flush_ab (id bigint GENERATED ALWAYS AS "
-                 "IDENTITY PRIMARY KEY, v text, created_at timestamptz "
-                 "NOT NULL DEFAULT statement_timestamp())"));
-  PQclear(PQprepare(c, "begin", "BEGIN", 0, nullptr));
-  PQclear(
+  RequireCommandOk(
+      c, PQexec(c,
+                "SET client_min_messages = warning; "
+                "DROP TABLE IF EXISTS flush_ab; "
+                "CREATE TABLE flush_ab (id bigint GENERATED ALWAYS AS "
+                "IDENTITY PRIMARY KEY, v text, created_at timestamptz "
+                "NOT NULL DEFAULT statement_timestamp())"));
+  RequireCommandOk(c, PQprepare(c, "begin", "BEGIN", 0, nullptr));
+  RequireCommandOk(
+      c,
       PQprepare(c, "insert",
                 "INSERT INTO flush_ab (v) VALUES ($1) RETURNING id, created_at",
                 1, nullptr));
-  PQclear(PQprepare(c, "commit", "COMMIT", 0, nullptr));
+  RequireCommandOk(c, PQprepare(c, "commit", "COMMIT", 0, nullptr));
   const int backend = PQbackendPID(c);
   Require(c, PQenterPipelineMode(c));
   for (int block = 0; block < blocks; ++block) {
     for (int turn = 0; turn < 2; ++turn) {
       const bool flush = (block + turn) % 2 == 1;  // alternate which goes first
       const BackendTime s0 = ReadBackend(backend);
-      const double c0 = CpuSeconds();
+      const ClientTime c0 = ReadClient();
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<double> latency_us;
       latency_us.reserve(n);
@@ -116,14 +140,16 @@ int main(int argc, char** argv) {
       const double wall =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
               .count();
-      const double client = CpuSeconds() - c0;
+      const ClientTime c1 = ReadClient();
       const BackendTime s1 = ReadBackend(backend);
       std::sort(latency_us.begin(), latency_us.end());
       std::printf(
-          "%d %-7s tx/s %.0f p50 %.0f us client %.1f us/tx server %.1f us/tx "
-          "server slices/tx %.2f\n",
+          "%d %-7s tx/s %.0f p50 %.0f us client %.1f us/tx client csw/tx "
+          "%.2f server %.1f us/tx server slices/tx %.2f\n",
           block, flush ? "flush" : "noflush", n / wall, latency_us[n / 2],
-          1e6 * client / n, (s1.on_cpu_ns - s0.on_cpu_ns) / 1e3 / n,
+          1e6 * (c1.cpu_seconds - c0.cpu_seconds) / n,
+          static_cast<double>(c1.context_switches - c0.context_switches) / n,
+          (s1.on_cpu_ns - s0.on_cpu_ns) / 1e3 / n,
           static_cast<double>(s1.timeslices - s0.timeslices) / n);
       std::fflush(stdout);
     }
