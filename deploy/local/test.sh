@@ -16,8 +16,8 @@ shift || true
 # Line tables only (-g1) instead of full debug information: backtraces and
 # sanitizer reports still name file and line, and the test files, which
 # instantiate Catch2's and nlohmann_json's templates, compile in about half
-# the time (9.7 -> 4.7 s for test/pg/tx_test.cpp at -O2 on this project's
-# 2-core CI machine). Options after the build directory come later and win.
+# the time (9.7 -> 4.7 s for test/pg/tx_test.cpp at -O2, measured on a
+# 2-core VM like CI's). Options after the build directory come later and win.
 cmake -S "$root" -B "$build" -DCOMPACTION_WERROR=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"
