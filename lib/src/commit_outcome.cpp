@@ -204,10 +204,6 @@ Verdict Resolve(ClientCore& core, const pg::ServerIdentity* old,
   return {Finding::kNotCommitted, ""};
 }
 
-}  // namespace
-
-namespace {
-
 // The one rule for both: a broken COMMIT is checked, and so a committing
 // statement's result is wanted first, only with a timeout above zero.
 bool CommitCheckOn(const ClientCore& core) {
