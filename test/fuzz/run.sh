@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang and runs each for a bounded time.
+# Builds the libFuzzer targets with clang and runs each for a bounded time,
+# all at once.
 #
 #   test/fuzz/run.sh [SECONDS]     (default 60 per target)
 #
@@ -31,19 +32,34 @@ CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$build" \
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 work=$(mktemp -d /tmp/compaction-fuzz.XXXXXX)
-status=0
-for t in "${targets[@]}"; do
-  mkdir -p "$work/$t/corpus" "$work/$t/crashes"
-  cp "$root/test/fuzz/corpus/$t/"* "$work/$t/corpus/"
-  echo "== fuzz_$t for ${secs}s =="
-  rc=0
+
+# One target's run, its log in $work/$t/log.
+fuzz_one() {
+  local t=$1
   # -max_len above 8,000 so that long runs reach the payload size bound;
   # the seeds stay small so that a short run spends its time on structure
   # (the unit tests cover the 8,000-byte and nesting bounds exactly).
   "$build/test/fuzz/fuzz_$t" "$work/$t/corpus" \
     -dict="$root/test/fuzz/$t.dict" -max_len=9000 -timeout=10 \
     -rss_limit_mb=2048 -max_total_time="$secs" -print_final_stats=1 \
-    -artifact_prefix="$work/$t/crashes/" >"$work/$t/log" 2>&1 || rc=$?
+    -artifact_prefix="$work/$t/crashes/" >"$work/$t/log" 2>&1
+}
+
+# The targets run side by side, one process each (libFuzzer uses one core
+# per process): on CI's 2 cores the stage takes SECONDS once, not per target.
+declare -A pids
+for t in "${targets[@]}"; do
+  mkdir -p "$work/$t/corpus" "$work/$t/crashes"
+  cp "$root/test/fuzz/corpus/$t/"* "$work/$t/corpus/"
+  echo "== fuzz_$t for ${secs}s =="
+  fuzz_one "$t" &
+  pids[$t]=$!
+done
+status=0
+for t in "${targets[@]}"; do
+  rc=0
+  wait "${pids[$t]}" || rc=$?
+  echo "-- fuzz_$t"
   grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb)' \
     "$work/$t/log" || true
   echo "corpus: $(ls "$work/$t/corpus" | wc -l) inputs; exit $rc"
