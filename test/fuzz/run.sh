@@ -33,24 +33,29 @@ cmake --build "$build" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 work=$(mktemp -d /tmp/compaction-fuzz.XXXXXX)
 
-# One target's run, its log in $work/$t/log.
+# One target's run, its log in $work/$t/log. Run in the background, the
+# subshell becomes the fuzzer (exec), so its job's pid is the fuzzer's.
 fuzz_one() {
   local t=$1
   # -max_len above 8,000 so that long runs reach the payload size bound;
   # the seeds stay small so that a short run spends its time on structure
   # (the unit tests cover the 8,000-byte and nesting bounds exactly).
-  "$build/test/fuzz/fuzz_$t" "$work/$t/corpus" \
+  exec "$build/test/fuzz/fuzz_$t" "$work/$t/corpus" \
     -dict="$root/test/fuzz/$t.dict" -max_len=9000 -timeout=10 \
     -rss_limit_mb=2048 -max_total_time="$secs" -print_final_stats=1 \
     -artifact_prefix="$work/$t/crashes/" >"$work/$t/log" 2>&1
 }
 
-# The targets run side by side, one process each (libFuzzer uses one core
-# per process): on CI's 2 cores the stage takes SECONDS once, not per target.
-declare -A pids
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t/corpus" "$work/$t/crashes"
   cp "$root/test/fuzz/corpus/$t/"* "$work/$t/corpus/"
+done
+# The targets run side by side, one process each (libFuzzer uses one core
+# per process): on CI's 2 cores the stage takes SECONDS once, not per target.
+# A script stopped early (a signal, an error) stops its fuzzers too.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+declare -A pids
+for t in "${targets[@]}"; do
   echo "== fuzz_$t for ${secs}s =="
   fuzz_one "$t" &
   pids[$t]=$!
